@@ -1,0 +1,132 @@
+"""Load a main Whisper model and an optional assistant that shares its tokenizer."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoConfig,
+    WhisperForCausalLM,
+    WhisperForConditionalGeneration,
+    WhisperProcessor,
+)
+
+from ..runtime import Runtime
+from .registry import OFFLINE_HINT, ModelUnavailable, ResolvedModel, resolve
+
+SELF_INT8 = "self-int8"
+CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
+CPU_DEFAULTS = ("base", None)
+
+
+@dataclass
+class Models:
+    main: WhisperForConditionalGeneration
+    processor: WhisperProcessor
+    assistant: torch.nn.Module | None
+    main_ref: ResolvedModel
+    assistant_name: str | None
+    runtime: Runtime
+
+    @property
+    def tokenizer(self):
+        return self.processor.tokenizer
+
+    def describe(self) -> dict:
+        return {
+            "model": self.main_ref.name,
+            "model_sha256": self.main_ref.fingerprint,
+            "assistant": self.assistant_name,
+            "runtime": self.runtime.describe(),
+        }
+
+
+def default_names(runtime: Runtime) -> tuple[str, str | None]:
+    return CUDA_DEFAULTS if runtime.is_cuda else CPU_DEFAULTS
+
+
+def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
+    try:
+        model = cls.from_pretrained(
+            ref.location, dtype=runtime.dtype, attn_implementation=runtime.attn_implementation,
+            low_cpu_mem_usage=True, **kwargs,
+        )
+    except OSError as exc:  # hub unreachable, unknown id, missing files
+        raise ModelUnavailable(f"cannot load model {ref.name!r}: {exc}\n{OFFLINE_HINT}") from exc
+    return model.to(runtime.device).eval()
+
+
+def _processor(ref: ResolvedModel) -> WhisperProcessor:
+    try:
+        return WhisperProcessor.from_pretrained(ref.location)
+    except OSError as exc:
+        raise ModelUnavailable(f"cannot load the tokenizer of {ref.name!r}: {exc}\n{OFFLINE_HINT}") from exc
+
+
+def check_same_tokenizer(main_proc: WhisperProcessor, other_proc: WhisperProcessor, other_name: str) -> None:
+    a, b = main_proc.tokenizer, other_proc.tokenizer
+    if a.get_vocab() != b.get_vocab() or a.all_special_ids != b.all_special_ids:
+        raise ValueError(
+            f"assistant {other_name!r} does not share the main model's tokenizer "
+            f"({len(b.get_vocab())} vs {len(a.get_vocab())} tokens): speculative decoding needs the same "
+            "vocabulary. Pick an assistant from the same family (e.g. distil-large-v3 for large-v3), "
+            f"use --assistant {SELF_INT8}, or --assistant none."
+        )
+
+
+def decoder_only_assistant(main: WhisperForConditionalGeneration) -> WhisperForCausalLM:
+    """A WhisperForCausalLM holding a copy of the main decoder; it reads the main encoder's output."""
+    config = copy.deepcopy(main.config)
+    config.is_encoder_decoder = False
+    draft = WhisperForCausalLM(config).to(dtype=main.dtype)
+    draft.model.decoder = copy.deepcopy(main.model.decoder)
+    draft.proj_out = copy.deepcopy(main.proj_out)
+    draft.generation_config = copy.deepcopy(main.generation_config)
+    return draft.to(main.device).eval()
+
+
+def quantized_self_draft(main: WhisperForConditionalGeneration) -> WhisperForCausalLM:
+    """The main model's own decoder with int8 dynamic-quantized linear layers (CPU), sharing the encoder."""
+    draft = decoder_only_assistant(main)
+    if main.device.type != "cpu":
+        raise ModelUnavailable(f"--assistant {SELF_INT8} is implemented for CPU only so far")
+    draft = draft.float()
+    return torch.ao.quantization.quantize_dynamic(draft, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def _is_causal_lm(ref: ResolvedModel) -> bool:
+    local = Path(ref.location) / "config.json"
+    if local.is_file():
+        archs = json.loads(local.read_text()).get("architectures") or []
+    else:
+        archs = AutoConfig.from_pretrained(ref.location).architectures or []
+    return any("CausalLM" in a for a in archs)
+
+
+def load_assistant(name: str, main: WhisperForConditionalGeneration, processor: WhisperProcessor,
+                   runtime: Runtime, cache_dir: Path | None = None) -> torch.nn.Module:
+    if name == SELF_INT8:
+        return quantized_self_draft(main)
+    ref = resolve(name, cache_dir)
+    check_same_tokenizer(processor, _processor(ref), name)
+    cls = WhisperForCausalLM if _is_causal_lm(ref) else WhisperForConditionalGeneration
+    return _from_pretrained(cls, ref, runtime)
+
+
+def load_models(model: str | None, assistant: str | None, runtime: Runtime,
+                cache_dir: Path | None = None) -> Models:
+    """``model=None`` / ``assistant="default"`` pick the runtime's defaults; ``assistant="none"`` turns it off."""
+    default_main, default_assistant = default_names(runtime)
+    main_ref = resolve(model or default_main, cache_dir)
+    processor = _processor(main_ref)
+    main = _from_pretrained(WhisperForConditionalGeneration, main_ref, runtime)
+    if assistant == "default":
+        assistant = default_assistant
+    if assistant in (None, "none", ""):
+        return Models(main, processor, None, main_ref, None, runtime)
+    draft = load_assistant(assistant, main, processor, runtime, cache_dir)
+    return Models(main, processor, draft, main_ref, assistant, runtime)

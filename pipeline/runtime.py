@@ -1,0 +1,36 @@
+"""The one place that decides device, dtype and attention implementation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Runtime:
+    device: torch.device
+    dtype: torch.dtype
+    attn_implementation: str = "sdpa"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def describe(self) -> str:
+        return f"{self.device.type}/{str(self.dtype).removeprefix('torch.')}/{self.attn_implementation}"
+
+
+def pick_runtime(device: str = "auto", dtype: str = "auto") -> Runtime:
+    """``auto``: CUDA with fp16 when a GPU is there, else CPU with fp32 (fp16 on CPU is slow and lossy)."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for, but torch sees no CUDA device")
+    if dtype == "auto":
+        torch_dtype = torch.float16 if dev.type == "cuda" else torch.float32
+    else:
+        torch_dtype = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
+                       "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}[dtype]
+    return Runtime(dev, torch_dtype)
