@@ -1,0 +1,194 @@
+"""Audio stage: probe, stream-decode to 16 kHz mono float32 with ffmpeg, cut into pieces at silences.
+
+Memory stays bounded: the decoder reads ffmpeg's output in blocks and holds at
+most one maximum-length piece plus one block, however long the file is.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import ffmpeg
+import numpy as np
+
+SAMPLE_RATE = 16000
+FRAME = 320  # 20 ms energy frames
+
+
+class AudioError(RuntimeError):
+    """A file that cannot be turned into audio; the message is meant for the manifest."""
+
+
+@dataclass(frozen=True)
+class CutOptions:
+    min_s: float = 15.0
+    max_s: float = 30.0
+    silence_db: float = -40.0  # frames this far below the piece's loudest are silence
+    min_silence_s: float = 0.3
+
+    def __post_init__(self):
+        if not 0 < self.min_s <= self.max_s <= 30.0:
+            raise ValueError(f"piece limits must satisfy 0 < min <= max <= 30 s, got {self.min_s}..{self.max_s}")
+
+
+@dataclass
+class Piece:
+    index: int
+    start_sample: int  # in the decoded 16 kHz stream, sample-exact
+    samples: np.ndarray
+
+    @property
+    def end_sample(self) -> int:
+        return self.start_sample + len(self.samples)
+
+    @property
+    def start_s(self) -> float:
+        return self.start_sample / SAMPLE_RATE
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.samples) / SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    duration_s: float | None
+    format_name: str
+    codec: str
+
+
+def probe(path: Path) -> AudioInfo:
+    path = Path(path)
+    if not path.exists():
+        raise AudioError(f"file not found: {path}")
+    if not path.is_file():
+        raise AudioError(f"not a regular file: {path}")
+    if path.stat().st_size == 0:
+        raise AudioError("file is empty (0 bytes)")
+    try:
+        info = ffmpeg.probe(str(path))
+    except ffmpeg.Error as exc:
+        raise AudioError(f"not a readable audio/video file: {_last_line(exc.stderr)}") from exc
+    audio = [s for s in info.get("streams", []) if s.get("codec_type") == "audio"]
+    if not audio:
+        raise AudioError("file has no audio stream")
+    fmt = info.get("format", {})
+    duration = fmt.get("duration") or audio[0].get("duration")
+    return AudioInfo(float(duration) if duration else None, fmt.get("format_name", "?"), audio[0].get("codec_name", "?"))
+
+
+def _last_line(stderr: bytes | None) -> str:
+    lines = [ln.strip() for ln in (stderr or b"").decode("utf-8", "replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else "ffmpeg failed without a message"
+
+
+def stream(path: Path, expected_s: float | None = None, warnings: list[str] | None = None,
+           block_s: float = 5.0) -> Iterator[np.ndarray]:
+    """Yield float32 mono 16 kHz blocks of the file's first audio stream.
+
+    Raises AudioError when ffmpeg fails or when far less audio came out than the
+    container announced (``expected_s``): a truncated file. Decoder complaints
+    that did not stop it (a damaged frame) are appended to ``warnings``.
+    """
+    process = (
+        ffmpeg.input(str(path))
+        .output("pipe:", format="f32le", acodec="pcm_f32le", ac=1, ar=SAMPLE_RATE, map="0:a:0")
+        .global_args("-nostdin", "-hide_banner", "-loglevel", "error")
+        .run_async(pipe_stdout=True, pipe_stderr=True)
+    )
+    errors: list[bytes] = []
+    decoded = 0
+    reader = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
+    reader.start()
+    block_bytes = int(block_s * SAMPLE_RATE) * 4
+    try:
+        while True:
+            data = process.stdout.read(block_bytes)
+            if not data:
+                break
+            usable = len(data) - len(data) % 4
+            decoded += usable // 4
+            yield np.frombuffer(data[:usable], dtype=np.float32).copy()
+    finally:
+        process.stdout.close()
+        code = process.wait()
+        reader.join()
+    stderr = b"".join(errors)
+    if code != 0:
+        raise AudioError(f"ffmpeg could not decode the file: {_last_line(stderr)}")
+    got_s = decoded / SAMPLE_RATE
+    if expected_s and got_s < expected_s - max(2.0, 0.05 * expected_s):
+        detail = f" ({_last_line(stderr)})" if stderr.strip() else ""
+        raise AudioError(f"file is truncated or damaged: decoded {got_s:.1f} s of the {expected_s:.1f} s "
+                         f"its header announces{detail}")
+    if stderr.strip() and warnings is not None:
+        warnings.append(f"decoder: {_last_line(stderr)}")
+
+
+def decode(path: Path, expected_s: float | None = None) -> np.ndarray:
+    """The whole file as one array (for tests and short clips; the job runner streams)."""
+    blocks = list(stream(path, expected_s))
+    return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+
+
+def frame_db(samples: np.ndarray) -> np.ndarray:
+    """Energy in dBFS of consecutive 20 ms frames."""
+    n = len(samples) // FRAME
+    if n == 0:
+        return np.full(1, -120.0)
+    frames = samples[: n * FRAME].reshape(n, FRAME).astype(np.float64)
+    return 10 * np.log10(np.mean(frames**2, axis=1) + 1e-12)
+
+
+def rms_db(samples: np.ndarray) -> float:
+    if len(samples) == 0:
+        return -120.0
+    return float(10 * np.log10(np.mean(samples.astype(np.float64) ** 2) + 1e-12))
+
+
+def choose_cut(samples: np.ndarray, opts: CutOptions) -> int:
+    """Sample index in [min_s, max_s] where to cut: the middle of the longest silence there,
+    else the quietest 20 ms frame (smoothed over 100 ms) before the maximum."""
+    db = frame_db(samples[: int(opts.max_s * SAMPLE_RATE)])
+    lo = int(opts.min_s * SAMPLE_RATE) // FRAME
+    hi = len(db)
+    window = db[lo:hi]
+    if len(window) == 0:
+        return min(len(samples), int(opts.max_s * SAMPLE_RATE))
+    smooth = np.convolve(window, np.ones(5) / 5, mode="same")
+    threshold = max(np.percentile(db, 99) + opts.silence_db, -70.0)
+    quiet = smooth < threshold
+    best, best_len, run_start = None, 0, None
+    for i, q in enumerate(np.append(quiet, False)):
+        if q and run_start is None:
+            run_start = i
+        elif not q and run_start is not None:
+            if i - run_start >= best_len:  # ties go to the later silence: longer pieces
+                best, best_len = (run_start + i) // 2, i - run_start
+            run_start = None
+    if best is None or best_len * FRAME < opts.min_silence_s * SAMPLE_RATE:
+        best = int(np.argmin(smooth))
+    return (lo + best) * FRAME + FRAME // 2
+
+
+def cut(blocks: Iterator[np.ndarray], opts: CutOptions) -> Iterator[Piece]:
+    """Cut a stream of blocks into pieces; the last piece holds whatever remains."""
+    max_n = int(opts.max_s * SAMPLE_RATE)
+    buf = np.zeros(0, np.float32)
+    offset, index = 0, 0
+    for block in blocks:
+        buf = np.concatenate([buf, block])
+        while len(buf) > max_n:
+            at = choose_cut(buf, opts)
+            yield Piece(index, offset, buf[:at].copy())
+            buf, offset, index = buf[at:], offset + at, index + 1
+    if len(buf):
+        yield Piece(index, offset, buf.copy())
+
+
+def pieces(path: Path, opts: CutOptions = CutOptions(), expected_s: float | None = None,
+           warnings: list[str] | None = None) -> Iterator[Piece]:
+    return cut(stream(path, expected_s, warnings), opts)
