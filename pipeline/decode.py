@@ -1,0 +1,260 @@
+"""Decode stage: pieces of audio → token ids, piece-relative timestamped segments and stats.
+
+Greedy decoding (``num_beams=1``, set explicitly: the ASR pipeline would
+otherwise default to beam search, which silently disables an assistant) with
+Whisper's timestamp rules. Per batch:
+
+1. pieces quieter than ``silence_db`` are not decoded at all;
+2. the encoder runs once; one decoder step on ``<|startoftranscript|>`` gives
+   the no-speech probability and, when no language is given, the language;
+3. ``generate`` produces the tokens — batched without an assistant, one piece
+   at a time with one (transformers' assisted generation is batch-size 1);
+4. one teacher-forced decoder pass scores the tokens (average log-probability),
+   and Whisper's rule (no-speech prob high *and* log-prob low) drops silence.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from transformers.modeling_outputs import BaseModelOutput
+
+from .audio import SAMPLE_RATE, rms_db
+from .models.load import Models
+
+TIME_PRECISION = 0.02
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    language: str | None = None  # None: detect per piece (multilingual models)
+    task: str = "transcribe"  # or "translate"
+    batch_size: int = 4
+    silence_db: float = -50.0  # pieces quieter than this (RMS, dBFS) are silence
+    no_speech_threshold: float = 0.6
+    logprob_threshold: float = -1.0
+
+    def __post_init__(self):
+        if self.task not in ("transcribe", "translate"):
+            raise ValueError(f"task must be 'transcribe' or 'translate', not {self.task!r}")
+        if not 1 <= self.batch_size <= 64:
+            raise ValueError(f"batch size must be 1..64, got {self.batch_size}")
+
+
+@dataclass
+class RawSegment:
+    start_s: float  # piece-relative
+    end_s: float
+    text: str
+
+
+@dataclass
+class PieceResult:
+    tokens: list[int] = field(default_factory=list)  # generated ids after the prompt, no end-of-text
+    segments: list[RawSegment] = field(default_factory=list)
+    language: str | None = None
+    no_speech_prob: float = 0.0
+    avg_logprob: float = 0.0
+    compression_ratio: float = 0.0
+    skipped: str | None = None  # "silence" | "no_speech": no text on purpose
+    main_calls: int = 0
+    draft_calls: int = 0
+    accepted: int = 0
+
+
+class CallCounter:
+    """Counts forward calls of a module while active (proves that an assistant really ran)."""
+
+    def __init__(self, module: torch.nn.Module | None):
+        self.calls = 0
+        self._module = module
+
+    @contextmanager
+    def active(self):
+        if self._module is None:
+            yield self
+            return
+        handle = self._module.register_forward_hook(lambda *_: self._bump())
+        try:
+            yield self
+        finally:
+            handle.remove()
+
+    def _bump(self):
+        self.calls += 1
+
+
+def _special(tokenizer, *names: str) -> int | None:
+    for name in names:
+        tid = tokenizer.convert_tokens_to_ids(name)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+            return tid
+    return None
+
+
+_NON_SPEECH = re.compile(r"^\s*([\[\(][^\]\)]*[\]\)]\s*)+$")
+
+
+def is_non_speech_text(text: str) -> bool:
+    """Whisper's ways of saying 'no words here': empty, only symbols (♪ ...), or only [bracketed] notes."""
+    return not any(c.isalnum() for c in text) or bool(_NON_SPEECH.match(text))
+
+
+class Transcriber:
+    def __init__(self, models: Models, options: DecodeOptions = DecodeOptions()):
+        self.models = models
+        self.options = options
+        tok = models.tokenizer
+        gen = models.main.generation_config
+        self.eot = gen.eos_token_id
+        self.sot = gen.decoder_start_token_id
+        self.no_timestamps = gen.no_timestamps_token_id
+        self.timestamp_begin = self.no_timestamps + 1
+        self.no_speech = _special(tok, "<|nospeech|>", "<|nocaptions|>")
+        self.multilingual = bool(getattr(gen, "is_multilingual", False))
+        self.lang_to_id = dict(getattr(gen, "lang_to_id", None) or {})
+        self.id_to_lang = {i: t[2:-2] for t, i in self.lang_to_id.items()}
+        if not self.multilingual and options.language not in (None, "en", "english"):
+            raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot take language={options.language!r}")
+        if not self.multilingual and options.task == "translate":
+            raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot translate")
+        self.seq2seq_assistant = models.assistant is not None and models.assistant.config.is_encoder_decoder
+
+    # -- public -----------------------------------------------------------------
+
+    def transcribe(self, batch: list[np.ndarray]) -> list[PieceResult]:
+        """Decode up to ``batch_size`` pieces (each <= 30 s of 16 kHz mono float32)."""
+        results = [PieceResult() for _ in batch]
+        active = [i for i, a in enumerate(batch) if rms_db(a) >= self.options.silence_db and len(a) >= 160]
+        for i in set(range(len(batch))) - set(active):
+            results[i].skipped = "silence"
+        if active:
+            self._decode([batch[i] for i in active], [results[i] for i in active])
+        return results
+
+    # -- steps ------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def _decode(self, audio: list[np.ndarray], results: list[PieceResult]) -> None:
+        models = self.models
+        features = models.processor.feature_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+        features = features.to(models.runtime.device, models.runtime.dtype)
+        encoded = models.main.get_encoder()(features).last_hidden_state
+        no_speech, languages = self._probe(encoded)
+        for r, p, lang in zip(results, no_speech, languages):
+            r.no_speech_prob, r.language = float(p), lang
+        sequences = self._generate(features, encoded, languages, results)
+        self._score(encoded, languages, sequences, results)
+        for r, tokens, a in zip(results, sequences, audio):
+            r.tokens = tokens
+            text_bytes = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
+            r.compression_ratio = len(text_bytes) / max(1, len(zlib.compress(text_bytes))) if text_bytes else 0.0
+            if r.no_speech_prob > self.options.no_speech_threshold and r.avg_logprob < self.options.logprob_threshold:
+                r.skipped = "no_speech"
+                continue
+            r.segments = [s for s in self.segments(tokens, len(a) / SAMPLE_RATE) if not is_non_speech_text(s.text)]
+
+    def _prompt(self, language: str | None) -> list[int]:
+        if not self.multilingual:
+            return [self.sot]
+        task = self.models.main.generation_config.task_to_id[self.options.task]
+        return [self.sot, self.lang_to_id[f"<|{language}|>"], task]
+
+    def _probe(self, encoded: torch.Tensor) -> tuple[list[float], list[str | None]]:
+        """One decoder step on <|startoftranscript|>: no-speech probability and detected language."""
+        n = encoded.shape[0]
+        ids = torch.full((n, 1), self.sot, device=encoded.device)
+        logits = self.models.main(encoder_outputs=(encoded,), decoder_input_ids=ids).logits[:, -1].float()
+        probs = logits.softmax(-1)
+        no_speech = probs[:, self.no_speech].tolist() if self.no_speech is not None else [0.0] * n
+        if not self.multilingual:
+            return no_speech, ["en"] * n
+        if self.options.language:
+            code = _language_code(self.options.language, self.lang_to_id)
+            return no_speech, [code] * n
+        lang_ids = torch.tensor(sorted(self.id_to_lang), device=logits.device)
+        best = lang_ids[logits[:, lang_ids].argmax(-1)].tolist()
+        return no_speech, [self.id_to_lang[i] for i in best]
+
+    def generate_kwargs(self, languages: list[str | None]) -> dict:
+        kwargs = dict(num_beams=1, do_sample=False, return_timestamps=True)
+        if self.multilingual:
+            kwargs.update(language=languages if len(set(languages)) > 1 else languages[0], task=self.options.task)
+        return kwargs
+
+    def _generate(self, features, encoded, languages, results) -> list[list[int]]:
+        main, assistant = self.models.main, self.models.assistant
+        main_counter, draft_counter = CallCounter(main), CallCounter(assistant)
+        out: list[list[int]] = []
+        if assistant is None:
+            with main_counter.active():
+                ids = main.generate(encoder_outputs=BaseModelOutput(last_hidden_state=encoded),
+                                    **self.generate_kwargs(languages))
+            out = [self._strip(row) for row in ids.tolist()]
+            for r in results:
+                r.main_calls = main_counter.calls  # the batch's calls: every row rode in each
+            return out
+        for i, r in enumerate(results):
+            main_counter.calls = draft_counter.calls = 0
+            inputs = ({"input_features": features[i : i + 1]} if self.seq2seq_assistant
+                      else {"encoder_outputs": BaseModelOutput(last_hidden_state=encoded[i : i + 1])})
+            with main_counter.active(), draft_counter.active():
+                ids = main.generate(**inputs, assistant_model=assistant, **self.generate_kwargs([languages[i]]))
+            tokens = self._strip(ids[0].tolist())
+            out.append(tokens)
+            r.main_calls, r.draft_calls = main_counter.calls, draft_counter.calls
+            r.accepted = max(0, len(tokens) + 1 - r.main_calls)  # each main call yields one token of its own
+        return out
+
+    def _strip(self, row: list[int]) -> list[int]:
+        """generate() returns new tokens after the prompt; drop end-of-text and batch padding."""
+        if self.eot in row:
+            row = row[: row.index(self.eot)]
+        return row
+
+    def _score(self, encoded, languages, sequences, results) -> None:
+        """Average log-probability of each sequence (with its end-of-text), one teacher-forced pass."""
+        prompts = [self._prompt(lang) for lang in languages]
+        rows = [p + s + [self.eot] for p, s in zip(prompts, sequences)]
+        width = max(map(len, rows))
+        ids = torch.tensor([r + [self.eot] * (width - len(r)) for r in rows], device=encoded.device)
+        logits = self.models.main(encoder_outputs=(encoded,), decoder_input_ids=ids[:, :-1]).logits.float()
+        logprobs = logits.log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
+        for r, p, row, lp in zip(results, prompts, rows, logprobs):
+            scored = lp[len(p) - 1 : len(row) - 1]
+            r.avg_logprob = float(scored.mean()) if len(scored) else 0.0
+
+    def segments(self, tokens: list[int], duration_s: float) -> list[RawSegment]:
+        """Split tokens at timestamp tokens. A segment left open at the end is closed at the piece end."""
+        out: list[RawSegment] = []
+        start: float | None = None
+        text_ids: list[int] = []
+        decode = self.models.tokenizer.decode
+        for tok in tokens:
+            if tok >= self.timestamp_begin:
+                t = min((tok - self.timestamp_begin) * TIME_PRECISION, duration_s)
+                if start is None or not text_ids:
+                    start = t  # opening timestamp (or a repeated one: <|8.00|><|8.00|>)
+                else:
+                    out.append(RawSegment(start, max(t, start), decode(text_ids).strip()))
+                    start, text_ids = None, []
+            elif tok < self.eot:
+                text_ids.append(tok)
+        if text_ids:
+            start = start if start is not None else (out[-1].end_s if out else 0.0)
+            out.append(RawSegment(start, max(duration_s, start), decode(text_ids).strip()))
+        return [s for s in out if s.text]
+
+
+def _language_code(language: str, lang_to_id: dict[str, int]) -> str:
+    from transformers.models.whisper.tokenization_whisper import TO_LANGUAGE_CODE
+
+    code = TO_LANGUAGE_CODE.get(language.lower(), language.lower())
+    if f"<|{code}|>" not in lang_to_id:
+        raise ValueError(f"unknown language {language!r} for this model")
+    return code
