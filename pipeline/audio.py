@@ -38,11 +38,16 @@ class CutOptions:
 class Piece:
     index: int
     start_sample: int  # in the decoded 16 kHz stream, sample-exact
-    samples: np.ndarray
+    samples: np.ndarray | None  # released (None) once decoded
+    n_samples: int = -1
+
+    def __post_init__(self):
+        if self.n_samples < 0:
+            self.n_samples = len(self.samples)
 
     @property
     def end_sample(self) -> int:
-        return self.start_sample + len(self.samples)
+        return self.start_sample + self.n_samples
 
     @property
     def start_s(self) -> float:
@@ -50,7 +55,7 @@ class Piece:
 
     @property
     def duration_s(self) -> float:
-        return len(self.samples) / SAMPLE_RATE
+        return self.n_samples / SAMPLE_RATE
 
 
 @dataclass(frozen=True)
