@@ -170,16 +170,16 @@ class Transcriber:
         no_speech, languages = self._probe(encoded)
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
-        sequences = self._generate(features, encoded, languages, results)
-        self._score(encoded, languages, sequences, results)
-        for r, tokens, a in zip(results, sequences, audio):
+        generated = self._generate(features, encoded, languages, results)
+        self._score(encoded, languages, [tokens for tokens, _ in generated], results)
+        for r, (tokens, segments), a in zip(results, generated, audio):
             r.tokens = tokens
             text_bytes = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
             r.compression_ratio = len(text_bytes) / max(1, len(zlib.compress(text_bytes))) if text_bytes else 0.0
             if r.no_speech_prob > self.options.no_speech_threshold and r.avg_logprob < self.options.logprob_threshold:
                 r.skipped = "no_speech"
                 continue
-            r.segments = [s for s in self.segments(tokens, len(a) / SAMPLE_RATE) if not is_non_speech_text(s.text)]
+            r.segments = [s for s in self.segments(segments, len(a) / SAMPLE_RATE) if not is_non_speech_text(s.text)]
 
     def _prompt(self, language: str | None) -> list[int]:
         if not self.multilingual:
@@ -209,27 +209,33 @@ class Transcriber:
             kwargs.update(language=languages if len(set(languages)) > 1 else languages[0], task=self.options.task)
         return kwargs
 
-    def _generate(self, features, encoded, languages, results) -> list[list[int]]:
+    def _generate(self, features, encoded, languages, results) -> list[tuple[list[int], list]]:
+        """Returns (token ids, transformers' segment dicts) per row.
+
+        ``return_segments=True``: when a pass ends on a segment start (the model
+        wants more context), generate decodes the rest of the piece in a second
+        pass whose timestamps restart at zero; its segments carry absolute times.
+        """
         main, assistant = self.models.main, self.models.assistant
         main_counter, draft_counter = CallCounter(main), CallCounter(assistant)
-        out: list[list[int]] = []
         if assistant is None:
             with main_counter.active(), reuse_encoder(main, features, encoded):
-                ids = main.generate(input_features=features, **self.generate_kwargs(languages))
-            out = [self._strip(row) for row in ids.tolist()]
+                out = main.generate(input_features=features, return_segments=True, **self.generate_kwargs(languages))
             for r in results:
                 r.main_calls = main_counter.calls  # the batch's calls: every row rode in each
-            return out
+            return [(self._strip(row), segs) for row, segs in zip(out["sequences"].tolist(), out["segments"])]
+        rows = []
         for i, r in enumerate(results):
             main_counter.calls = draft_counter.calls = 0
             row = features[i : i + 1]
             with main_counter.active(), draft_counter.active(), reuse_encoder(main, row, encoded[i : i + 1]):
-                ids = main.generate(input_features=row, assistant_model=assistant, **self.generate_kwargs([languages[i]]))
-            tokens = self._strip(ids[0].tolist())
-            out.append(tokens)
+                out = main.generate(input_features=row, assistant_model=assistant, return_segments=True,
+                                    **self.generate_kwargs([languages[i]]))
+            tokens = self._strip(out["sequences"][0].tolist())
+            rows.append((tokens, out["segments"][0]))
             r.main_calls, r.draft_calls = main_counter.calls, draft_counter.calls
             r.accepted = max(0, len(tokens) + 1 - r.main_calls)  # each main call yields one token of its own
-        return out
+        return rows
 
     def _strip(self, row: list[int]) -> list[int]:
         """generate() returns new tokens after the prompt; drop end-of-text and batch padding."""
@@ -240,7 +246,8 @@ class Transcriber:
     def _score(self, encoded, languages, sequences, results) -> None:
         """Average log-probability of each sequence (with its end-of-text), one teacher-forced pass."""
         prompts = [self._prompt(lang) for lang in languages]
-        rows = [p + s + [self.eot] for p, s in zip(prompts, sequences)]
+        limit = self.models.main.config.max_target_positions + 1  # a second pass can make a row longer
+        rows = [(p + s + [self.eot])[:limit] for p, s in zip(prompts, sequences)]
         width = max(map(len, rows))
         ids = torch.tensor([r + [self.eot] * (width - len(r)) for r in rows], device=encoded.device)
         logits = self.models.main(encoder_outputs=(encoded,), decoder_input_ids=ids[:, :-1]).logits.float()
@@ -249,26 +256,17 @@ class Transcriber:
             scored = lp[len(p) - 1 : len(row) - 1]
             r.avg_logprob = float(scored.mean()) if len(scored) else 0.0
 
-    def segments(self, tokens: list[int], duration_s: float) -> list[RawSegment]:
-        """Split tokens at timestamp tokens. A segment left open at the end is closed at the piece end."""
-        out: list[RawSegment] = []
-        start: float | None = None
-        text_ids: list[int] = []
-        decode = self.models.tokenizer.decode
-        for tok in tokens:
-            if tok >= self.timestamp_begin:
-                t = min((tok - self.timestamp_begin) * TIME_PRECISION, duration_s)
-                if start is None or not text_ids:
-                    start = t  # opening timestamp (or a repeated one: <|8.00|><|8.00|>)
-                else:
-                    out.append(RawSegment(start, max(t, start), decode(text_ids).strip()))
-                    start, text_ids = None, []
-            elif tok < self.eot:
-                text_ids.append(tok)
-        if text_ids:
-            start = start if start is not None else (out[-1].end_s if out else 0.0)
-            out.append(RawSegment(start, max(duration_s, start), decode(text_ids).strip()))
-        return [s for s in out if s.text]
+    def segments(self, generated: list[dict], duration_s: float) -> list[RawSegment]:
+        """Text segments with piece-relative times, clamped into the piece."""
+        out = []
+        for seg in generated:
+            ids = [t for t in seg["tokens"].tolist() if t < self.eot]
+            text = self.models.tokenizer.decode(ids).strip()
+            start = min(float(seg["start"]), duration_s)
+            end = min(max(float(seg["end"]), start), duration_s)
+            if text:
+                out.append(RawSegment(round(start, 3), round(end, 3), text))
+        return out
 
 
 def _language_code(language: str, lang_to_id: dict[str, int]) -> str:
