@@ -76,6 +76,8 @@ def read_model_bin(data: bytes) -> CT2Model:
             dims = [take("<I") for _ in range(rank)]
             dtype_id = take("<B")
             nbytes = take("<I")
+            if pos + nbytes > len(data):
+                raise CT2FormatError(f"model.bin is truncated (variable {name} runs past the end)")
             raw = data[pos : pos + nbytes]
             pos += nbytes
             if dtype_id == _BFLOAT16:

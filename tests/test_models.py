@@ -1,0 +1,133 @@
+"""CT2 → Transformers conversion on the real offline weights, checked against CTranslate2 itself."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from safetensors.numpy import load_file
+
+from pipeline import audio
+from pipeline.models import ct2, registry
+from pipeline.models.load import check_same_tokenizer, load_models
+
+
+def _ct2_tokens(ct2_dir, features: np.ndarray, prompt: list[int]) -> list[int]:
+    import ctranslate2
+
+    model = ctranslate2.models.Whisper(str(ct2_dir), device="cpu", compute_type="float32")
+    result = model.generate(ctranslate2.StorageView.from_array(np.ascontiguousarray(features)), [prompt],
+                            beam_size=1, max_length=448, return_scores=False)
+    return result[0].sequences_ids[0]
+
+
+def _ct2_dir_of(alias: str, tmp_path):
+    parts, meta = registry._offline_files(registry.OFFLINE_MODELS[alias])
+    if len(parts) == 1:
+        return meta
+    whole = tmp_path / alias
+    whole.mkdir()
+    with open(whole / "model.bin", "wb") as out:
+        for p in parts:
+            out.write(p.read_bytes())
+    for name in ("config.json", "tokenizer.json", "vocabulary.json", "vocabulary.txt"):
+        if (meta / name).exists():
+            shutil.copy(meta / name, whole / name)
+    return whole
+
+
+@pytest.mark.parametrize("alias", ["tiny.en", "base"])
+def test_converted_greedy_tokens_equal_ctranslate2(alias, english_human, cache_dir, runtime, tmp_path):
+    models = load_models(alias, "none", runtime, cache_dir)
+    ct2_dir = _ct2_dir_of(alias, tmp_path)
+    gen = models.main.generation_config
+    prompt = [gen.decoder_start_token_id]
+    if gen.is_multilingual:
+        prompt += [gen.lang_to_id["<|en|>"], gen.task_to_id["transcribe"]]
+    clips = sorted(english_human, key=lambda c: -c.duration_s)[:5]
+    for clip in clips:
+        samples = audio.decode(clip.path)
+        features = models.processor.feature_extractor(samples, sampling_rate=16000, return_tensors="pt").input_features
+        with torch.inference_mode():
+            ours = models.main.generate(features, num_beams=1, return_timestamps=True,
+                                        **({"language": "en", "task": "transcribe"} if gen.is_multilingual else {}))
+        ours = [t for t in ours[0].tolist() if t != gen.eos_token_id]
+        theirs = _ct2_tokens(ct2_dir, features.numpy(), prompt)
+        assert ours == theirs, f"{alias} on {clip.path.name}: transformers and CTranslate2 disagree"
+        assert any(t > gen.no_timestamps_token_id for t in ours), "timestamps were predicted"
+
+
+def test_reader_consumes_the_whole_file_and_rejects_truncation():
+    parts, _ = registry._offline_files(registry.OFFLINE_MODELS["tiny.en"])
+    data = parts[0].read_bytes()
+    model = ct2.read_model_bin(data)
+    assert model.spec_name == "WhisperSpec"
+    assert model.variables["decoder/embeddings/weight"].shape == (51864, 384)
+    assert model.variables["decoder/projection/weight"] is model.variables["decoder/embeddings/weight"]
+    with pytest.raises(ct2.CT2FormatError, match="truncated"):
+        ct2.read_model_bin(data[: len(data) // 2])
+    with pytest.raises(ct2.CT2FormatError, match="trailing"):
+        ct2.read_model_bin(data + b"\0\0")
+
+
+def test_split_model_bin_converts_like_the_whole(tmp_path, cache_dir):
+    """model.bin.part1..3 in order give exactly the weights of model.bin; a CT2 dir converts once."""
+    parts, meta = registry._offline_files(registry.OFFLINE_MODELS["tiny.en"])
+    data = parts[0].read_bytes()
+    split = tmp_path / "split"
+    split.mkdir()
+    thirds = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
+    for i in range(3):
+        (split / f"model.bin.part{i + 1}").write_bytes(data[thirds[i] : thirds[i + 1]])
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy(meta / name, split / name)
+    assert [p.name for p in ct2.model_bin_parts(split)] == ["model.bin.part1", "model.bin.part2", "model.bin.part3"]
+    ref = registry.resolve(str(split), tmp_path / "cache")
+    whole = registry.resolve("tiny.en", cache_dir)
+    a, b = load_file(f"{ref.location}/model.safetensors"), load_file(f"{whole.location}/model.safetensors")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    stamp = (tmp_path / "cache" / "models").stat().st_mtime_ns
+    assert registry.resolve(str(split), tmp_path / "cache").location == ref.location  # reused, not redone
+    assert (tmp_path / "cache" / "models").stat().st_mtime_ns == stamp
+
+
+def test_generation_config_carries_whisper_facts(base_models, tiny_en_models):
+    gen = base_models.main.generation_config
+    assert gen.is_multilingual and len(gen.lang_to_id) == 99 and gen.lang_to_id["<|en|>"] == 50259
+    assert gen.task_to_id == {"transcribe": 50359, "translate": 50358}
+    assert gen.no_timestamps_token_id == 50363 and gen.decoder_start_token_id == 50258
+    assert gen.alignment_heads == [[3, 1], [4, 2], [4, 3], [4, 7], [5, 1], [5, 2], [5, 4], [5, 6]]
+    assert gen.begin_suppress_tokens == [220, 50257] and len(gen.suppress_tokens) == 88
+    en = tiny_en_models.main.generation_config
+    assert not en.is_multilingual and en.no_timestamps_token_id == 50362 and en.eos_token_id == 50256
+    tok = tiny_en_models.tokenizer
+    assert tok.convert_tokens_to_ids("<|0.00|>") == 50363 and len(tok) == 51864
+
+
+def test_changed_wheel_weights_are_refused(monkeypatch, cache_dir):
+    model = registry.OFFLINE_MODELS["tiny.en"]
+    monkeypatch.setitem(registry.OFFLINE_MODELS, "tiny.en",
+                        registry.OfflineModel(model.alias, model.packages, "0" * 64, model.description))
+    with pytest.raises(registry.ModelUnavailable, match="sha256"):
+        registry.resolve("tiny.en", cache_dir)
+
+
+def test_assistant_with_another_tokenizer_is_refused(base_models, tiny_en_models):
+    with pytest.raises(ValueError, match="does not share the main model's tokenizer"):
+        check_same_tokenizer(base_models.processor, tiny_en_models.processor, "tiny.en")
+
+
+def test_unreachable_hub_model_says_how_to_go_offline(runtime, cache_dir, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(registry.ModelUnavailable, match="offline"):
+        load_models("openai/whisper-large-v3", "none", runtime, cache_dir)
+
+
+def test_conversion_source_is_recorded(base_models):
+    src = registry.read_conversion_source(base_models.main_ref.location)
+    assert "converted_from" in src
+    config = json.loads(open(f"{base_models.main_ref.location}/config.json").read())
+    assert config["d_model"] == 512 and config["decoder_layers"] == 6
