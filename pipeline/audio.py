@@ -81,7 +81,7 @@ def probe(path: Path) -> AudioInfo:
     if not audio:
         raise AudioError("file has no audio stream")
     fmt = info.get("format", {})
-    duration = fmt.get("duration") or audio[0].get("duration")
+    duration = audio[0].get("duration") or fmt.get("duration")  # a video track may outlast the audio
     return AudioInfo(float(duration) if duration else None, fmt.get("format_name", "?"), audio[0].get("codec_name", "?"))
 
 

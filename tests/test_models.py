@@ -121,7 +121,9 @@ def test_assistant_with_another_tokenizer_is_refused(base_models, tiny_en_models
 
 
 def test_unreachable_hub_model_says_how_to_go_offline(runtime, cache_dir, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # no network here: fail fast
     with pytest.raises(registry.ModelUnavailable, match="offline"):
         load_models("openai/whisper-large-v3", "none", runtime, cache_dir)
 

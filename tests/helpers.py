@@ -1,0 +1,50 @@
+"""Helpers shared by the tests (real ffmpeg, tiny random Whisper models)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pipeline import audio
+from pipeline.models.load import Models
+from pipeline.models.registry import ResolvedModel
+
+
+def with_assistant(models: Models, assistant, name: str) -> Models:
+    return Models(models.main, models.processor, assistant, models.main_ref, name, models.runtime)
+
+
+def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 64) -> Models:
+    """A random Whisper with base's tokenizer and generation config: real mechanics, no real weights."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(seed)
+    config = WhisperConfig(
+        vocab_size=base.main.config.vocab_size, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=2 * d_model,
+        decoder_ffn_dim=2 * d_model, num_mel_bins=80, max_source_positions=1500, max_target_positions=448,
+        decoder_start_token_id=base.main.config.decoder_start_token_id, pad_token_id=base.main.config.pad_token_id,
+        eos_token_id=base.main.config.eos_token_id, bos_token_id=base.main.config.bos_token_id,
+    )
+    model = WhisperForConditionalGeneration(config).eval()
+    model.generation_config = copy.deepcopy(base.main.generation_config)
+    model.generation_config.alignment_heads = [[layers - 1, 0]]
+    ref = ResolvedModel(f"random-{seed}", f"random-{seed}", f"random-{seed}")
+    return Models(model, base.processor, None, ref, None, base.runtime)
+
+
+def ffmpeg(*args: str) -> None:
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", *args], check=True)
+
+
+def write_wav(path: Path, samples: np.ndarray) -> Path:
+    """Write float32 16 kHz mono samples as a wav through ffmpeg."""
+    proc = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", str(audio.SAMPLE_RATE),
+                           "-ac", "1", "-i", "pipe:", str(path)], input=samples.astype(np.float32).tobytes(),
+                          check=True)
+    assert proc.returncode == 0
+    return path

@@ -1,0 +1,137 @@
+"""Audio stage on real ffmpeg: containers, streamed decoding, cutting at silences, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline import audio
+from pipeline.audio import AudioError, CutOptions
+
+from helpers import ffmpeg, write_wav
+
+SR = audio.SAMPLE_RATE
+
+
+@pytest.fixture(scope="module")
+def jfk(clips) -> np.ndarray:
+    return audio.decode(next(c.path for c in clips if c.path.name == "jfk.flac"))
+
+
+CONTAINERS = {
+    "mp3": ["-c:a", "libmp3lame", "-b:a", "64k"],
+    "m4a": ["-c:a", "aac", "-b:a", "64k"],
+    "opus": ["-c:a", "libopus", "-b:a", "32k"],
+    "ogg": ["-c:a", "libvorbis"],
+    "flac": ["-c:a", "flac"],
+    "wav": ["-c:a", "pcm_s16le", "-ar", "44100", "-ac", "2"],
+}
+
+
+@pytest.mark.parametrize("ext", [*CONTAINERS, "mp4"])
+def test_every_container_decodes_to_16k_mono(ext, clips, tmp_path, jfk):
+    src = next(c.path for c in clips if c.path.name == "jfk.flac")
+    out = tmp_path / f"jfk.{ext}"
+    if ext == "mp4":  # a video file: the audio stream is picked, the picture ignored
+        ffmpeg("-f", "lavfi", "-i", "color=c=black:s=64x64:r=5", "-i", str(src), "-shortest",
+               "-c:v", "libx264", "-c:a", "aac", "-map", "0:v", "-map", "1:a", str(out))
+    else:
+        ffmpeg("-i", str(src), *CONTAINERS[ext], str(out))
+    info = audio.probe(out)
+    samples = audio.decode(out, info.duration_s)
+    assert samples.dtype == np.float32
+    assert abs(len(samples) / SR - 11.0) < 0.15
+    assert abs(audio.rms_db(samples) - audio.rms_db(jfk)) < 1.5  # the same speech, not noise or silence
+
+
+def _speech_with_gaps(jfk: np.ndarray, gaps_s: list[float]) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    parts, silences, pos = [], [], 0
+    for gap in gaps_s:
+        parts.append(jfk)
+        pos += len(jfk)
+        n = int(gap * SR)
+        parts.append(np.zeros(n, np.float32))
+        silences.append((pos, pos + n))
+        pos += n
+    parts.append(jfk)
+    return np.concatenate(parts), silences
+
+
+def test_cuts_fall_in_silences_and_cover_every_sample(jfk):
+    samples, silences = _speech_with_gaps(jfk, [1.0, 0.8, 1.2, 0.6, 1.0])
+    blocks = (samples[i : i + 7919] for i in range(0, len(samples), 7919))  # odd block size
+    pieces = list(audio.cut(blocks, CutOptions(min_s=15, max_s=30)))
+    assert pieces[0].start_sample == 0
+    for a, b in zip(pieces, pieces[1:]):
+        assert a.end_sample == b.start_sample  # contiguous, sample-exact
+        assert any(lo <= a.end_sample <= hi for lo, hi in silences), f"cut at {a.end_sample / SR:.2f}s is not in a pause"
+    assert pieces[-1].end_sample == len(samples)
+    assert np.array_equal(np.concatenate([p.samples for p in pieces]), samples)
+    for p in pieces[:-1]:
+        assert 15 <= p.duration_s <= 30
+
+
+def test_a_stretch_without_silence_is_cut_at_its_quietest_point_before_the_maximum():
+    rng = np.random.default_rng(0)
+    t = np.arange(70 * SR) / SR
+    envelope = 0.3 + 0.25 * np.sin(2 * np.pi * t / 13.0)  # never silent; quietest every 13 s
+    samples = (rng.standard_normal(len(t)) * envelope).astype(np.float32)
+    pieces = list(audio.cut(iter([samples]), CutOptions(min_s=15, max_s=30)))
+    for p in pieces[:-1]:
+        assert 15 <= p.duration_s <= 30
+        phase = (p.end_sample / SR) % 13.0  # minimum of the envelope at 13 * (k + 3/4)
+        assert abs(phase - 9.75) < 0.5, f"cut at {p.end_sample / SR:.2f}s, not at a quiet point"
+
+
+def test_short_file_is_one_piece(jfk, tmp_path):
+    path = write_wav(tmp_path / "short.wav", jfk)
+    pieces = list(audio.pieces(path))
+    assert len(pieces) == 1 and pieces[0].start_sample == 0 and pieces[0].n_samples == len(jfk)
+
+
+def test_piece_limits_are_validated():
+    with pytest.raises(ValueError):
+        CutOptions(min_s=20, max_s=10)
+    with pytest.raises(ValueError):
+        CutOptions(min_s=10, max_s=40)
+
+
+def test_streaming_holds_a_bounded_window(tmp_path):
+    """An hour-long file is never held whole: pieces arrive while ffmpeg is still decoding."""
+    path = tmp_path / "hour.m4a"
+    ffmpeg("-f", "lavfi", "-i", "sine=f=220:r=8000:d=3600", "-c:a", "aac", "-b:a", "16k", str(path))
+    info = audio.probe(path)
+    assert info.duration_s == pytest.approx(3600, abs=1)
+    biggest, count, total = 0, 0, 0
+    for block in audio.stream(path, info.duration_s):
+        biggest = max(biggest, len(block))
+        count += 1
+        total += len(block)
+    assert biggest <= 5 * SR and count > 600
+    assert total / SR == pytest.approx(3600, abs=0.5)
+
+
+def test_bad_inputs_raise_readable_errors(tmp_path, clips):
+    empty = tmp_path / "empty.mp3"
+    empty.write_bytes(b"")
+    text = tmp_path / "notes.mp3"
+    text.write_text("these are show notes, not audio\n" * 20)
+    good = tmp_path / "good.mp3"
+    ffmpeg("-i", str(next(c.path for c in clips if c.path.name == "gb0.wav")), "-t", "60", str(good))
+    truncated = tmp_path / "truncated.mp3"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    cases = {
+        tmp_path / "missing.wav": "not found",
+        empty: "empty",
+        text: "not a readable audio",
+        tmp_path: "not a regular file",
+    }
+    for path, message in cases.items():
+        with pytest.raises(AudioError, match=message):
+            audio.probe(path)
+    with pytest.raises(AudioError, match="truncated"):
+        audio.decode(truncated, audio.probe(truncated).duration_s)
+    video_only = tmp_path / "silent_film.mp4"
+    ffmpeg("-f", "lavfi", "-i", "color=c=black:s=64x64:r=5:d=2", "-c:v", "libx264", str(video_only))
+    with pytest.raises(AudioError, match="no audio stream"):
+        audio.probe(video_only)
