@@ -234,7 +234,9 @@ class Transcriber:
             tokens = self._strip(out["sequences"][0].tolist())
             rows.append((tokens, out["segments"][0]))
             r.main_calls, r.draft_calls = main_counter.calls, draft_counter.calls
-            r.accepted = max(0, len(tokens) + 1 - r.main_calls)  # each main call yields one token of its own
+            # each main call yields one token of its own, the rest were accepted drafts (exact for one-pass
+            # pieces; when generate re-decodes a piece's tail, the discarded first pass is not counted)
+            r.accepted = max(0, len(tokens) + 1 - r.main_calls)
         return rows
 
     def _strip(self, row: list[int]) -> list[int]:

@@ -1,0 +1,78 @@
+"""Decode stage: the assistant path is token-identical to the main model alone, and really drafts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import tiny_random_models, with_assistant
+from pipeline import audio
+from pipeline.decode import DecodeOptions, Transcriber, is_non_speech_text
+from pipeline.models.load import decoder_only_assistant, quantized_self_draft
+
+
+@pytest.fixture(scope="module")
+def speech_pieces(clips) -> list[np.ndarray]:
+    names = ["jfk.flac", "LJ001-0001.wav", "1089-134686-0000.flac", "test.wav"]
+    by_name = {c.path.name: c for c in clips}
+    return [audio.decode(by_name[n].path) for n in names]
+
+
+def _perturbed_draft(main, seed: int, scale: float = 0.02):
+    """A decoder-only draft that mostly agrees with the main model but not always."""
+    draft = decoder_only_assistant(main)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.model.decoder.layers.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+    return draft
+
+
+def _tokens(models, pieces, **opts):
+    results = Transcriber(models, DecodeOptions(language="en", **opts)).transcribe(pieces)
+    return [r.tokens for r in results], results
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech_pieces):
+    main = tiny_random_models(base_models, seed)
+    pieces = speech_pieces[:1]  # random weights babble to the length limit: one piece is enough
+    alone, _ = _tokens(main, pieces)
+    for name, draft in [("perturbed", _perturbed_draft(main.main, seed)), ("self-int8", quantized_self_draft(main.main))]:
+        assisted, results = _tokens(with_assistant(main, draft, name), pieces)
+        assert assisted == alone, f"seed {seed}, {name} draft changed the main model's tokens"
+        assert all(r.draft_calls > 0 for r in results), "the assistant never ran"
+
+
+def test_real_base_with_int8_self_draft_is_token_identical(base_models, base_self_int8, speech_pieces):
+    alone, plain = _tokens(base_models, speech_pieces)
+    assisted, results = _tokens(base_self_int8, speech_pieces)
+    assert assisted == alone
+    for r, p in zip(results, plain):
+        assert r.draft_calls > 0 and r.accepted > 0
+        assert r.main_calls < len(r.tokens) / 2, "a good draft should save most main calls"
+        assert [s.text for s in r.segments] == [s.text for s in p.segments]
+
+
+def test_language_is_detected_when_not_given(base_models, clips):
+    by_lang = {c.language: c for c in clips if c.path.parent.name == "picovoice_leopard"}
+    pieces = [audio.decode(by_lang[lang].path) for lang in ("en", "de", "fr")]
+    results = Transcriber(base_models, DecodeOptions(language=None)).transcribe(pieces)
+    assert [r.language for r in results] == ["en", "de", "fr"]
+
+
+def test_english_only_model_refuses_other_languages(tiny_en_models):
+    with pytest.raises(ValueError, match="English-only"):
+        Transcriber(tiny_en_models, DecodeOptions(language="de"))
+
+
+@pytest.mark.parametrize("text,expected", [("♪ ♪", True), ("[Music]", True), ("(upbeat music)", True),
+                                           ("...", True), ("Thank you.", False), ("[Music] and then", False)])
+def test_non_speech_texts(text, expected):
+    assert is_non_speech_text(text) is expected
+
+
+def test_silence_is_not_decoded(tiny_en_models):
+    results = Transcriber(tiny_en_models).transcribe([np.zeros(16000 * 20, np.float32)])
+    assert results[0].skipped == "silence" and results[0].segments == [] and results[0].main_calls == 0
