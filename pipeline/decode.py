@@ -4,13 +4,18 @@ Greedy decoding (``num_beams=1``, set explicitly: the ASR pipeline would
 otherwise default to beam search, which silently disables an assistant) with
 Whisper's timestamp rules. Per batch:
 
-1. pieces quieter than ``silence_db`` are not decoded at all;
+1. pieces quieter than ``silence_db``, or where Silero VAD hears no voice,
+   are not decoded at all;
 2. the encoder runs once; one decoder step on ``<|startoftranscript|>`` gives
    the no-speech probability and, when no language is given, the language;
 3. ``generate`` produces the tokens — batched without an assistant, one piece
    at a time with one (transformers' assisted generation is batch-size 1);
 4. one teacher-forced decoder pass scores the tokens (average log-probability),
-   and Whisper's rule (no-speech prob high *and* log-prob low) drops silence.
+   and Whisper's rule (no-speech prob high *and* log-prob low) drops silence;
+   the same with a looping text (compression ratio > 2.4) drops music that
+   the model "transcribes" as a repeated phrase. Greedy decoding has no
+   temperature fallback, so a looping piece with speech keeps one copy of
+   each repeated segment.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
+from . import vad
 from .audio import SAMPLE_RATE, rms_db
 from .models.load import Models
 
@@ -38,6 +44,9 @@ class DecodeOptions:
     silence_db: float = -50.0  # pieces quieter than this (RMS, dBFS) are silence
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
+    compression_ratio_threshold: float = 2.4  # above: the text loops (Whisper's own limit)
+    vad: bool = True  # Silero VAD: skip pieces without a voice, drop segments outside speech
+    min_voice_s: float = 0.3
 
     def __post_init__(self):
         if self.task not in ("transcribe", "translate"):
@@ -61,7 +70,8 @@ class PieceResult:
     no_speech_prob: float = 0.0
     avg_logprob: float = 0.0
     compression_ratio: float = 0.0
-    skipped: str | None = None  # "silence" | "no_speech": no text on purpose
+    skipped: str | None = None  # "silence" | "no_voice" (VAD) | "no_speech" (Whisper): no text on purpose
+    speech: list[tuple[float, float]] | None = None  # VAD spans, piece-relative
     main_calls: int = 0
     draft_calls: int = 0
     accepted: int = 0
@@ -127,6 +137,16 @@ def is_non_speech_text(text: str) -> bool:
     return not any(c.isalnum() for c in text) or bool(_NON_SPEECH.match(text))
 
 
+def drop_repeats(segments: list[RawSegment], window: int = 4) -> list[RawSegment]:
+    """Collapse a repetition loop: a segment whose text equals one of the last few kept ones goes."""
+    kept: list[RawSegment] = []
+    for seg in segments:
+        key = seg.text.strip().lower()
+        if key not in (k.text.strip().lower() for k in kept[-window:]):
+            kept.append(seg)
+    return kept
+
+
 class Transcriber:
     def __init__(self, models: Models, options: DecodeOptions = DecodeOptions()):
         self.models = models
@@ -152,9 +172,17 @@ class Transcriber:
     def transcribe(self, batch: list[np.ndarray]) -> list[PieceResult]:
         """Decode up to ``batch_size`` pieces (each <= 30 s of 16 kHz mono float32)."""
         results = [PieceResult() for _ in batch]
-        active = [i for i, a in enumerate(batch) if rms_db(a) >= self.options.silence_db and len(a) >= 160]
-        for i in set(range(len(batch))) - set(active):
-            results[i].skipped = "silence"
+        active = []
+        for i, (a, r) in enumerate(zip(batch, results)):
+            if rms_db(a) < self.options.silence_db or len(a) < 160:
+                r.skipped = "silence"
+                continue
+            if self.options.vad:
+                r.speech = vad.speech_spans(a)
+                if sum(hi - lo for lo, hi in r.speech) < self.options.min_voice_s:
+                    r.skipped = "no_voice"
+                    continue
+            active.append(i)
         if active:
             self._decode([batch[i] for i in active], [results[i] for i in active])
         return results
@@ -176,10 +204,14 @@ class Transcriber:
             r.tokens = tokens
             text_bytes = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
             r.compression_ratio = len(text_bytes) / max(1, len(zlib.compress(text_bytes))) if text_bytes else 0.0
-            if r.no_speech_prob > self.options.no_speech_threshold and r.avg_logprob < self.options.logprob_threshold:
+            looping = r.compression_ratio > self.options.compression_ratio_threshold
+            if r.no_speech_prob > self.options.no_speech_threshold and (
+                    r.avg_logprob < self.options.logprob_threshold or looping):
                 r.skipped = "no_speech"
                 continue
-            r.segments = [s for s in self.segments(segments, len(a) / SAMPLE_RATE) if not is_non_speech_text(s.text)]
+            kept = [s for s in self.segments(segments, len(a) / SAMPLE_RATE) if not is_non_speech_text(s.text)
+                    and (r.speech is None or vad.overlaps(s.start_s, s.end_s, r.speech))]
+            r.segments = drop_repeats(kept) if looping else kept
 
     def _prompt(self, language: str | None) -> list[int]:
         if not self.multilingual:
