@@ -110,10 +110,17 @@ class JobDir:
         atomic_write_bytes(self.root / "job.json", json.dumps(config, indent=2, sort_keys=True).encode())
 
     def write_file(self, row: dict, segments: list[dict], pieces: list[dict]) -> None:
-        """Segments and pieces first, the files row last: a files row means its segments are complete."""
+        """Segments and pieces first, the files row last: a files row means its segments are complete.
+
+        Empty tables are not written (``datasets`` refuses a Parquet file of zero rows):
+        a file without speech has a files row with ``n_segments == 0`` and no segments file.
+        """
         fid = row["file_id"]
-        write_table(self.table_path("segments", fid), segments, SEGMENTS_SCHEMA)
-        write_table(self.table_path("pieces", fid), pieces, PIECES_SCHEMA)
+        for table, rows in (("segments", segments), ("pieces", pieces)):
+            if rows:
+                write_table(self.table_path(table, fid), rows, TABLES[table])
+            else:
+                self.table_path(table, fid).unlink(missing_ok=True)
         write_table(self.table_path("files", fid), [row], FILES_SCHEMA)
 
     def file_status(self, file_id: str) -> str | None:

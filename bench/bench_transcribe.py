@@ -1,0 +1,149 @@
+"""Throughput and WER of podscribe vs faster-whisper on the same `base` weights, measured in one run.
+
+    .venv/bin/python bench/bench_transcribe.py [--speech ../shared/speech] [--quick]
+
+Inputs: the human-referenced English clips of the shared speech set (one piece
+each) and a ~3-minute long-form mp3 joined from them with pauses. Prints audio
+seconds per wall second ("x real time"), WER, and ratios to faster-whisper int8.
+Numbers depend on the machine; run everything here in one go to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline import audio  # noqa: E402
+from pipeline.decode import DecodeOptions, Transcriber  # noqa: E402
+from pipeline.metrics import wer  # noqa: E402
+from pipeline.models import registry  # noqa: E402
+from pipeline.models.load import Models, load_models, quantized_self_draft  # noqa: E402
+from pipeline.runner import JobOptions, run  # noqa: E402
+from pipeline.runtime import pick_runtime  # noqa: E402
+
+
+def english_clips(speech: Path, quick: bool):
+    rows = [json.loads(line) for line in (speech / "references.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["language"] == "en" and r["ref_type"] == "human"]
+    rows = rows[:12] if quick else rows
+    return [(speech / r["audio"], r["text"], r["duration_s"]) for r in rows]
+
+
+def long_form(clips, folder: Path) -> tuple[Path, str, float]:
+    rng = np.random.default_rng(7)
+    parts, texts = [], []
+    for path, text, _ in sorted(clips, key=lambda c: c[0].name):
+        parts += [audio.decode(path), np.zeros(int(rng.uniform(0.4, 2.0) * audio.SAMPLE_RATE), np.float32)]
+        texts.append(text)
+        if sum(map(len, parts)) > 180 * audio.SAMPLE_RATE:
+            break
+    samples = np.concatenate(parts)
+    mp3 = folder / "long.mp3"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", "16000", "-ac", "1", "-i", "pipe:",
+                    "-b:a", "96k", str(mp3)], input=samples.tobytes(), check=True)
+    return mp3, " ".join(texts), len(samples) / audio.SAMPLE_RATE
+
+
+def podscribe_clips(models: Models, clips, batch_size: int):
+    transcriber = Transcriber(models, DecodeOptions(language="en", batch_size=batch_size))
+    decoded = [audio.decode(p) for p, _, _ in clips]
+    size = 1 if models.assistant is not None else batch_size
+    start, hyps = time.perf_counter(), []
+    for i in range(0, len(decoded), size):
+        hyps += [" ".join(s.text for s in r.segments) for r in transcriber.transcribe(decoded[i : i + size])]
+    return time.perf_counter() - start, hyps
+
+
+def podscribe_long(models: Models, mp3: Path, folder: Path):
+    out = folder / f"job-{models.assistant_name or 'none'}"
+    shutil.rmtree(out, ignore_errors=True)
+    start = time.perf_counter()
+    run([str(mp3)], JobOptions(out_dir=out, decode=DecodeOptions(language="en"), progress=False), models=models)
+    wall = time.perf_counter() - start
+    import pyarrow.dataset as ds
+
+    rows = sorted(ds.dataset(out / "segments").to_table().to_pylist(), key=lambda r: r["segment"])
+    return wall, " ".join(r["text"] for r in rows)
+
+
+def ct2_dir(folder: Path) -> Path:
+    parts, meta = registry._offline_files(registry.OFFLINE_MODELS["base"])
+    out = folder / "ct2-base"
+    out.mkdir(exist_ok=True)
+    with open(out / "model.bin", "wb") as f:
+        for p in parts:
+            f.write(p.read_bytes())
+    for name in ("config.json", "tokenizer.json", "vocabulary.json"):
+        shutil.copy(meta / name, out / name)
+    return out
+
+
+def faster_whisper_runs(model_dir: Path, compute_type: str, clips, mp3: Path):
+    from faster_whisper import WhisperModel
+
+    model = WhisperModel(str(model_dir), device="cpu", compute_type=compute_type, cpu_threads=os.cpu_count() or 2)
+    decoded = [audio.decode(p) for p, _, _ in clips]
+    start, hyps = time.perf_counter(), []
+    for samples in decoded:
+        segments, _ = model.transcribe(samples, language="en", beam_size=1)
+        hyps.append(" ".join(s.text.strip() for s in segments))
+    clips_wall = time.perf_counter() - start
+    start = time.perf_counter()
+    segments, _ = model.transcribe(str(mp3), language="en", beam_size=1)
+    long_text = " ".join(s.text.strip() for s in segments)
+    return clips_wall, hyps, time.perf_counter() - start, long_text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", "../shared/speech")))
+    parser.add_argument("--quick", action="store_true", help="12 clips only")
+    parser.add_argument("--batch-size", type=int, default=4)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+
+    clips = english_clips(args.speech, args.quick)
+    clip_audio = sum(d for _, _, d in clips)
+    refs = [t for _, t, _ in clips]
+    folder = Path(tempfile.mkdtemp(prefix="podscribe-bench-"))
+    mp3, long_ref, long_audio = long_form(clips, folder)
+    print(f"clips: {len(clips)} ({clip_audio:.0f} s); long-form: {long_audio:.0f} s; CPU threads: {os.cpu_count()}")
+
+    base = load_models("base", "none", pick_runtime("cpu"))
+    draft = Models(base.main, base.processor, quantized_self_draft(base.main), base.main_ref, "self-int8", base.runtime)
+    rows = []
+    for label, models, bs in [(f"podscribe base fp32, bs {args.batch_size}", base, args.batch_size),
+                              ("podscribe base + self-int8 (transformers assisted, bs 1)", draft, 1)]:
+        cw, hyps = podscribe_clips(models, clips, bs)
+        lw, long_hyp = podscribe_long(models, mp3, folder)
+        rows.append((label, cw, wer(refs, hyps), lw, wer([long_ref], [long_hyp])))
+    model_dir = ct2_dir(folder)
+    for compute_type in ("int8", "float32"):
+        cw, hyps, lw, long_hyp = faster_whisper_runs(model_dir, compute_type, clips, mp3)
+        rows.append((f"faster-whisper base {compute_type}, beam 1", cw, wer(refs, hyps), lw, wer([long_ref], [long_hyp])))
+
+    ref_clips, ref_long = rows[2][1], rows[2][3]
+    print(f"\n{'configuration':58} {'clips xRT':>9} {'WER':>7} {'long xRT':>9} {'WER':>7} {'vs fw-int8 (clips/long)':>24}")
+    for label, cw, cwer, lw, lwer in rows:
+        print(f"{label:58} {clip_audio / cw:9.2f} {cwer:7.2%} {long_audio / lw:9.2f} {lwer:7.2%} "
+              f"{ref_clips / cw:11.2f}x / {ref_long / lw:.2f}x")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The CLI end to end in real processes: mixed containers and bad inputs, Parquet read back three ways."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from helpers import ffmpeg
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def podscribe(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pipeline.cli", *args]
+    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir)}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def inputs(clips, tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("inputs")
+    by_name = {c.path.name: c.path for c in clips}
+    good_m4a = d / "gb0 part one.m4a"
+    ffmpeg("-i", str(by_name["gb0.wav"]), "-t", "40", "-c:a", "aac", str(good_m4a))
+    odd = d / "-dash ünïcödé 'quoted'.flac"
+    shutil.copy(by_name["jfk.flac"], odd)
+    mp3 = d / "long.mp3"
+    ffmpeg("-i", str(by_name["gb0.wav"]), "-t", "60", str(mp3))
+    truncated = d / "truncated.mp3"
+    truncated.write_bytes(mp3.read_bytes()[: mp3.stat().st_size // 2])
+    empty = d / "empty.mp3"
+    empty.write_bytes(b"")
+    text = d / "notes.mp3"
+    text.write_text("show notes\n" * 50)
+    (d / "no_audio_here").mkdir()
+    (d / "no_audio_here" / "readme.txt").write_text("nothing")
+    return {"m4a": good_m4a, "odd": odd, "truncated": truncated, "empty": empty, "text": text,
+            "emptydir": d / "no_audio_here", "missing": d / "missing.wav"}
+
+
+@pytest.fixture(scope="module")
+def job(inputs, cache_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("job") / "manifests"
+    args = [str(p) for p in inputs.values()]
+    result = podscribe("transcribe", "--model", "tiny.en", "--out", str(out), "-q", "--", *args, cache_dir=cache_dir)
+    return out, result
+
+
+def test_good_files_done_bad_files_failed_with_readable_errors(job, inputs):
+    out, result = job
+    assert result.returncode == 0, result.stderr
+    assert "done: 2, failed: 5" in result.stdout
+    rows = {Path(r["path"]).name: r for r in ds.dataset(out / "files").to_table().to_pylist()}
+    assert rows[inputs["m4a"].name]["status"] == "done" and rows[inputs["odd"].name]["status"] == "done"
+    expected_errors = {"truncated": "truncated", "empty": "empty", "text": "not a readable audio",
+                       "emptydir": "no audio files", "missing": "not found"}
+    for key, message in expected_errors.items():
+        row = rows[inputs[key].name]
+        assert row["status"] == "failed" and message in row["error"], row
+        assert Path(row["path"]).name == inputs[key].name
+    done = rows[inputs["m4a"].name]
+    assert done["model"] == "tiny.en" and len(done["model_sha256"]) == 64 and done["runtime"] == "cpu/float32/sdpa"
+    assert done["n_pieces"] >= 2 and done["n_words"] > 60 and 39.5 < done["duration_s"] <= 40.1
+
+
+def test_manifests_read_with_pyarrow_pandas_and_datasets(job, inputs):
+    import datasets
+    import pandas as pd
+
+    out, _ = job
+    table = ds.dataset(out / "segments").to_table()
+    frame = pd.read_parquet(out / "segments")
+    hf = datasets.load_dataset("parquet", data_files=str(out / "segments" / "*.parquet"), split="train",
+                               cache_dir=str(out.parent / "hf-cache"))
+    assert table.num_rows == len(frame) == hf.num_rows > 5
+    assert set(hf.column_names) >= {"file_id", "path", "segment", "start_s", "end_s", "text", "piece"}
+    jfk = frame[frame.path.str.endswith(inputs["odd"].name)].sort_values("segment")
+    assert "ask not what your country can do for you" in " ".join(jfk.text).lower()
+    files = datasets.load_dataset("parquet", data_files=str(out / "files" / "*.parquet"), split="train",
+                                  cache_dir=str(out.parent / "hf-cache"))
+    assert sorted(files["status"]) == ["done"] * 2 + ["failed"] * 5
+    assert not [p for p in out.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"], "temp files left"
+
+
+def test_rerun_skips_finished_files_and_rewrites_nothing(job, inputs, cache_dir):
+    out, _ = job
+    done = sorted((out / "segments").glob("*.parquet"))
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in done}
+    result = podscribe("transcribe", "--model", "tiny.en", "--out", str(out), "-q", "--",
+                       str(inputs["m4a"]), str(inputs["odd"]), cache_dir=cache_dir)
+    assert result.returncode == 0 and "already done: 2" in result.stdout
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in done} == before
+
+
+def test_exit_codes(inputs, cache_dir, tmp_path):
+    nothing = podscribe("transcribe", "--model", "tiny.en", "--out", str(tmp_path / "j"), "-q",
+                        str(inputs["empty"]), str(inputs["missing"]), cache_dir=cache_dir)
+    assert nothing.returncode == 1 and "failed: 2" in nothing.stdout
+    assert "file is empty" in nothing.stderr
+    bad_args = podscribe("transcribe", "--batch-size", "0", "--out", str(tmp_path / "k"), "x.mp3", cache_dir=cache_dir)
+    assert bad_args.returncode == 2
+    bad_model = podscribe("transcribe", "--model", "/nonexistent/model", "--out", str(tmp_path / "m"),
+                          str(inputs["odd"]), cache_dir=cache_dir)
+    assert bad_model.returncode == 1 and "not a directory" in bad_model.stderr
+
+
+def test_models_list_and_import(cache_dir):
+    listed = podscribe("models", "list", cache_dir=cache_dir)
+    assert listed.returncode == 0 and "base" in listed.stdout and "tiny.en" in listed.stdout
+    imported = podscribe("models", "import", "tiny.en", "--cache-dir", str(cache_dir), cache_dir=cache_dir)
+    assert imported.returncode == 0
+    assert (Path(imported.stdout.strip()) / "model.safetensors").is_file()
