@@ -1,18 +1,25 @@
-"""podscribe command line: transcribe, models list|import."""
+"""podscribe command line: transcribe, run (job files), status, models list|import."""
 
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
 import click
 
+from . import jobfile
 from .audio import CutOptions
 from .decode import DecodeOptions
+from .manifest import ConfigChanged, JobLocked
 from .models.load import SELF_INT8
 from .models.registry import ModelUnavailable, list_offline, resolve
+
+DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "auto", "batch_size": 4,
+            "language": None, "task": "transcribe", "min_piece": 15.0, "max_piece": 30.0, "cache_dir": None}
 
 
 def _quiet_libraries() -> None:
@@ -31,57 +38,142 @@ def main(verbose: bool) -> None:
     Quick start (offline weights from the `offline` extra):
 
       podscribe transcribe episode.mp3 --out manifests/my-job
+
+    Rerun the same command after an interruption: it resumes where it stopped.
     """
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
     _quiet_libraries()
 
 
-@main.command()
-@click.argument("inputs", nargs=-1, required=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Job directory for the manifests, e.g. manifests/<job>. Rerunning into it skips finished files.")
-@click.option("--model", default=None,
-              help="Main model: offline alias (base, tiny.en), local Transformers or CTranslate2 dir, or hub id. "
-                   "Default: openai/whisper-large-v3 on CUDA, base on CPU.")
-@click.option("--assistant", default="default", show_default=True,
-              help=f"Draft model for speculative decoding: a model like --model, '{SELF_INT8}' (the main "
-                   "model's own int8 decoder), or 'none'. 'default': distil-large-v3 on CUDA, none on CPU.")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--dtype", default="auto", show_default=True, help="auto (fp16 on CUDA, fp32 on CPU), float32, float16, bfloat16.")
-@click.option("--batch-size", default=4, show_default=True, type=click.IntRange(1, 64),
-              help="Pieces decoded together (without an assistant).")
-@click.option("--language", default=None, help="Language code (en, nl, de, ...). Default: detected per piece.")
-@click.option("--task", type=click.Choice(["transcribe", "translate"]), default="transcribe", show_default=True)
-@click.option("--min-piece", default=15.0, show_default=True, help="Shortest piece in seconds (cuts prefer silences).")
-@click.option("--max-piece", default=30.0, show_default=True, help="Longest piece in seconds (<= 30).")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where converted models are kept. Default: $PODSCRIBE_CACHE or ~/.cache/podscribe.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-def transcribe(inputs, out_dir, model, assistant, device, dtype, batch_size, language, task, min_piece, max_piece,
-               cache_dir, quiet) -> None:
-    """Transcribe audio/video files (mp3, m4a, opus, ogg, flac, wav, mp4, ...), folders or glob patterns.
+def job_options(flags_default_none: bool):
+    """The options that shape a job, shared by `transcribe` and `run`."""
+    def d(key):
+        return None if flags_default_none else DEFAULTS[key]
 
-    Writes Parquet manifests into --out: files/ (one row per input: status, error, timings),
-    segments/ (start_s, end_s, text) and pieces/. Exits 1 when no input succeeded.
-    """
-    from .runner import JobOptions, run
+    show = not flags_default_none
+    options = [
+        click.option("--model", default=None,
+                     help="Main model: offline alias (base, tiny.en), local Transformers or CTranslate2 dir, or hub "
+                          "id. Default: openai/whisper-large-v3 on CUDA, base on CPU."),
+        click.option("--assistant", default=d("assistant"), show_default=show,
+                     help=f"Draft model for speculative decoding: a model like --model, '{SELF_INT8}' (the main "
+                          "model's own int8 decoder), or 'none'. 'default': distil-large-v3 on CUDA, none on CPU."),
+        click.option("--device", default=d("device"), show_default=show, help="auto, cpu, cuda or cuda:N."),
+        click.option("--dtype", default=d("dtype"), show_default=show,
+                     help="auto (fp16 on CUDA, fp32 on CPU), float32, float16, bfloat16."),
+        click.option("--batch-size", default=d("batch_size"), show_default=show, type=click.IntRange(1, 64),
+                     help="Pieces decoded together (without an assistant)."),
+        click.option("--language", default=None, help="Language code (en, nl, de, ...). Default: detected per piece."),
+        click.option("--task", type=click.Choice(["transcribe", "translate"]), default=d("task"), show_default=show),
+        click.option("--min-piece", type=float, default=d("min_piece"), show_default=show,
+                     help="Shortest piece in seconds (cuts prefer silences)."),
+        click.option("--max-piece", type=float, default=d("max_piece"), show_default=show,
+                     help="Longest piece in seconds (<= 30)."),
+        click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Where converted models are kept. Default: $PODSCRIBE_CACHE or ~/.cache/podscribe."),
+        click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
+        click.option("--restart", is_flag=True, help="Forget this job dir's results and start over."),
+        click.option("-q", "--quiet", is_flag=True, help="No progress bars (for cron)."),
+        click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Also log each finished or failed file here."),
+    ]
 
+    def decorate(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def _settings(flags: dict, job: dict | None = None) -> dict:
+    settings = dict(DEFAULTS)
+    settings.update({k: v for k, v in (job or {}).items() if k in DEFAULTS})
+    settings.update({k: v for k, v in flags.items() if k in DEFAULTS and v is not None})
+    return settings
+
+
+def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> None:
+    from .runner import Interrupted, JobOptions, run
+
+    if flags.get("log_file"):
+        handler = logging.FileHandler(flags["log_file"])
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logging.getLogger("podscribe").addHandler(handler)
+        logging.getLogger("podscribe").setLevel(logging.INFO)
+    stop = threading.Event()
+
+    def on_sigint(_sig, _frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        click.echo("\nstopping after the batch in hand (Ctrl-C again to abort at once)", err=True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         options = JobOptions(
-            out_dir=out_dir, model=model, assistant=assistant, device=device, dtype=dtype,
-            decode=DecodeOptions(language=language, task=task, batch_size=batch_size),
-            cut=CutOptions(min_s=min_piece, max_s=max_piece), cache_dir=cache_dir, progress=not quiet,
-        )
-        summary = run(list(inputs), options)
-    except (ModelUnavailable, ValueError) as exc:
+            out_dir=out_dir, model=settings["model"], assistant=settings["assistant"], device=settings["device"],
+            dtype=settings["dtype"],
+            decode=DecodeOptions(language=settings["language"], task=settings["task"], batch_size=settings["batch_size"]),
+            cut=CutOptions(min_s=settings["min_piece"], max_s=settings["max_piece"]),
+            cache_dir=Path(settings["cache_dir"]) if settings["cache_dir"] else None,
+            progress=not flags.get("quiet"), retry_failed=bool(flags.get("retry_failed")),
+            restart=bool(flags.get("restart")))
+        summary = run(inputs, options, stop=stop)
+    except Interrupted:
+        click.echo(f"interrupted; everything decoded so far is saved in {out_dir}. Rerun the same command to resume.",
+                   err=True)
+        sys.exit(130)
+    except (ModelUnavailable, ValueError, JobLocked, ConfigChanged) as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"done: {summary.done}, failed: {summary.failed}, already done: {summary.already_done}; "
-               f"{summary.audio_s:.0f} s of audio in {summary.wall_s:.0f} s")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    click.echo(f"done: {summary.done}, failed: {summary.failed}, already done: {summary.already_done}"
+               + (f", failed earlier (not retried): {summary.skipped_failed}" if summary.skipped_failed else "")
+               + f"; {summary.audio_s:.0f} s of audio in {summary.wall_s:.0f} s")
     for path, error in summary.failures:
         click.echo(f"  failed: {path}: {error}", err=True)
     click.echo(f"manifests: {summary.out_dir.resolve()}")
     if summary.done == 0 and summary.already_done == 0:
         sys.exit(1)
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Job directory for the manifests, e.g. manifests/<job>. Rerunning into it resumes.")
+@job_options(flags_default_none=False)
+def transcribe(inputs, out_dir, **flags) -> None:
+    """Transcribe audio/video files (mp3, m4a, opus, ogg, flac, wav, mp4, ...), folders or glob patterns.
+
+    Writes Parquet manifests into --out: files/ (one row per input: status, error, timings),
+    segments/ (start_s, end_s, text) and pieces/. Exits 1 when no input succeeded.
+    """
+    _execute(list(inputs), out_dir, _settings(flags), flags)
+
+
+@main.command("run")
+@click.argument("job_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Overrides the job file's `out` (default manifests/<name>).")
+@job_options(flags_default_none=True)
+def run_job(job_file, out_dir, **flags) -> None:
+    """Run a job file (TOML; jobs/example.toml documents every key). Flags override the file."""
+    try:
+        job = jobfile.load(job_file)
+        inputs = jobfile.inputs_of(job)
+    except jobfile.JobFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _execute(inputs, out_dir or jobfile.out_dir_of(job), _settings(flags, job), flags)
+
+
+@main.command()
+@click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def status(job_dir: Path) -> None:
+    """Done / failed / pending counts, audio hours done and left, throughput, ETA, failed files."""
+    from .status import job_status
+
+    click.echo(job_status(job_dir).render())
 
 
 @main.group()

@@ -6,6 +6,9 @@ Layout (documented for users in manifests/README.md)::
     <job dir>/files/<file_id>.parquet     one row: the input's latest outcome
     <job dir>/segments/<file_id>.parquet  the input's stitched segments
     <job dir>/pieces/<file_id>.parquet    per-piece decoding facts and stats
+    <job dir>/partial/<file_id>/batch-<first piece>.parquet
+                                          finished batches of a file not finished yet (resume)
+    <job dir>/.lock                       held (flock) by the one runner working on the job
 
 Every table has a fixed schema, so each folder reads as one dataset with
 pyarrow.dataset, pandas or ``datasets.load_dataset("parquet", ...)``.
@@ -13,9 +16,11 @@ pyarrow.dataset, pandas or ``datasets.load_dataset("parquet", ...)``.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -47,7 +52,24 @@ PIECES_SCHEMA = pa.schema([
     ("main_calls", pa.int32()), ("draft_calls", pa.int32()), ("accepted", pa.int32()),
 ])
 
+# A decoded piece as persisted before its file is finished: the pieces columns plus what
+# stitching needs again (piece-relative segments) and the token ids.
+PARTIAL_SCHEMA = pa.schema([
+    *PIECES_SCHEMA,
+    ("n_samples", pa.int64()),
+    ("tokens", pa.list_(pa.int32())),
+    ("segments", pa.list_(pa.struct([("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string())]))),
+])
+
 TABLES = {"files": FILES_SCHEMA, "segments": SEGMENTS_SCHEMA, "pieces": PIECES_SCHEMA}
+
+
+class JobLocked(RuntimeError):
+    """Another runner holds the job directory."""
+
+
+class ConfigChanged(RuntimeError):
+    """The job directory was made with another configuration."""
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -106,8 +128,73 @@ class JobDir:
     def table_path(self, table: str, file_id: str) -> Path:
         return self.root / table / f"{file_id}.parquet"
 
-    def write_job(self, config: dict) -> None:
-        atomic_write_bytes(self.root / "job.json", json.dumps(config, indent=2, sort_keys=True).encode())
+    # -- one runner at a time -------------------------------------------------
+
+    def lock(self) -> None:
+        """Take the job's lock for the life of this process (flock: the OS drops it when we die)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise JobLocked(f"another podscribe runner (pid {holder}) is working on {self.root}; "
+                            "wait for it to finish or stop it first") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
+    # -- configuration ---------------------------------------------------------
+
+    @staticmethod
+    def config_hash(config: dict) -> str:
+        return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+    def read_job(self) -> dict | None:
+        path = self.root / "job.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def check_config(self, config: dict) -> None:
+        """Refuse to go on with a job dir made under another configuration, naming what changed."""
+        old = self.read_job()
+        if old is None or old.get("config_hash") == self.config_hash(config):
+            return
+        changes = _diff(old.get("config", {}), config)
+        raise ConfigChanged(f"{self.root} was made with another configuration ({'; '.join(changes)}). "
+                            "Use the same options to resume, another --out, or --restart to start over.")
+
+    def write_job(self, config: dict, inputs: list[str]) -> None:
+        record = {"config": config, "config_hash": self.config_hash(config), "inputs": inputs}
+        atomic_write_bytes(self.root / "job.json", json.dumps(record, indent=2, sort_keys=True).encode())
+
+    def clear(self) -> None:
+        """--restart: forget every result (the lock and the folder stay)."""
+        for name in ("files", "segments", "pieces", "partial", "subtitles"):
+            shutil.rmtree(self.root / name, ignore_errors=True)
+        (self.root / "job.json").unlink(missing_ok=True)
+
+    # -- pieces of unfinished files ----------------------------------------------
+
+    def write_partial(self, file_id: str, first_piece: int, rows: list[dict]) -> None:
+        write_table(self.root / "partial" / file_id / f"batch-{first_piece:06d}.parquet", rows, PARTIAL_SCHEMA)
+
+    def read_partial(self, file_id: str) -> dict[int, dict]:
+        folder = self.root / "partial" / file_id
+        rows = {}
+        for path in sorted(folder.glob("batch-*.parquet")) if folder.is_dir() else []:
+            for row in pq.read_table(path, schema=PARTIAL_SCHEMA).to_pylist():
+                rows[row["piece"]] = row
+        return rows
+
+    def drop_partial(self, file_id: str) -> None:
+        shutil.rmtree(self.root / "partial" / file_id, ignore_errors=True)
+
+    def forget(self, file_id: str) -> None:
+        """Remove every table of an input (its content changed: a new id replaces it)."""
+        for table in TABLES:
+            self.table_path(table, file_id).unlink(missing_ok=True)
+        self.drop_partial(file_id)
 
     def write_file(self, row: dict, segments: list[dict], pieces: list[dict]) -> None:
         """Segments and pieces first, the files row last: a files row means its segments are complete.
@@ -122,6 +209,10 @@ class JobDir:
             else:
                 self.table_path(table, fid).unlink(missing_ok=True)
         write_table(self.table_path("files", fid), [row], FILES_SCHEMA)
+        self.drop_partial(fid)
+
+    def file_rows(self) -> list[dict]:
+        return self.read("files").to_pylist()
 
     def file_status(self, file_id: str) -> str | None:
         path = self.table_path("files", file_id)
@@ -135,3 +226,14 @@ class JobDir:
         if not files:
             return TABLES[table].empty_table()
         return pa.concat_tables(pq.read_table(f, schema=TABLES[table]) for f in files)
+
+
+def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _diff(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return out

@@ -1,16 +1,25 @@
 """The job runner: inputs → audio → decode → stitch → manifest, one file at a time.
 
-A file that fails becomes a failed row with a readable error and the job goes
-on; a file already done in the job dir (same content fingerprint) is skipped,
-so rerunning the same command finishes what an interrupted run left.
+Built to survive the night:
+- one runner per job dir (an OS lock that dies with its process);
+- each decoded batch of pieces is persisted atomically before the next one
+  starts, so a killed run resumes inside a half-done file, and a finished
+  file is consolidated into its tables;
+- rerunning skips inputs already done (and failed ones, unless asked to retry);
+  a changed configuration is refused unless the job is restarted;
+- a file that fails becomes a failed row with a readable error; the job goes on;
+- the first Ctrl-C finishes the batch in hand, persists it and stops cleanly.
 """
 
 from __future__ import annotations
 
 import glob
 import logging
+import os
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +28,7 @@ from tqdm import tqdm
 
 from . import audio
 from .audio import AudioError, CutOptions, Piece
-from .decode import DecodeOptions, PieceResult, Transcriber
+from .decode import DecodeOptions, PieceResult, RawSegment, Transcriber
 from .manifest import JobDir, fingerprint
 from .models.load import Models, load_models
 from .runtime import pick_runtime
@@ -29,6 +38,10 @@ log = logging.getLogger("podscribe")
 
 AUDIO_EXTENSIONS = {".mp3", ".m4a", ".m4b", ".aac", ".opus", ".ogg", ".oga", ".flac", ".wav", ".mp4", ".m4v",
                     ".mkv", ".mka", ".webm", ".mov", ".wma", ".aif", ".aiff"}
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (Ctrl-C); everything decoded so far is persisted."""
 
 
 @dataclass
@@ -48,6 +61,9 @@ class JobOptions:
     cut: CutOptions = field(default_factory=CutOptions)
     cache_dir: Path | None = None
     progress: bool = True
+    retry_failed: bool = False
+    restart: bool = False
+    checkpoint_pieces: bool = True  # persist each decoded batch (resume inside a file); off only to measure its cost
 
 
 @dataclass
@@ -56,6 +72,7 @@ class JobSummary:
     done: int = 0
     failed: int = 0
     already_done: int = 0
+    skipped_failed: int = 0
     audio_s: float = 0.0
     wall_s: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)
@@ -87,19 +104,30 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _base_row(ref: InputRef, file_id: str, models: Models) -> dict:
-    try:
-        stat = ref.path.stat()
-        size, mtime = stat.st_size, stat.st_mtime
-    except OSError:
-        size, mtime = None, None
-    d = models.describe()
-    return {"file_id": file_id, "path": str(ref.path), "size_bytes": size, "mtime": mtime,
-            "model": d["model"], "model_sha256": d["model_sha256"], "assistant": d["assistant"],
-            "runtime": d["runtime"], "finished_at": None}
+def _trace(event: str, file_id: str, piece: int) -> None:
+    """Test hook: PODSCRIBE_TRACE=<file> appends one line per decoded / persisted piece."""
+    path = os.environ.get("PODSCRIBE_TRACE")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{event} {file_id} {piece} {os.getpid()}\n")
 
 
-def _batches(pieces, size: int):
+# -- one file -------------------------------------------------------------------
+
+
+@dataclass
+class FileContext:
+    ref: InputRef
+    file_id: str
+    transcriber: Transcriber
+    cut: CutOptions
+    job: JobDir
+    stop: threading.Event
+    bar: tqdm | None = None
+    checkpoint: bool = True
+
+
+def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
     batch: list[Piece] = []
     for piece in pieces:
         batch.append(piece)
@@ -115,30 +143,65 @@ def _batch_size(transcriber: Transcriber) -> int:
     return 1 if transcriber.models.assistant is not None else transcriber.options.batch_size
 
 
-def transcribe_file(ref: InputRef, file_id: str, transcriber: Transcriber, cut: CutOptions,
-                    bar: tqdm | None = None) -> tuple[dict, list[dict], list[dict]]:
-    """Decode one input; raise AudioError for bad input."""
-    if ref.error:
-        raise AudioError(ref.error)
-    info = audio.probe(ref.path)
-    warnings: list[str] = []
-    done: list[tuple[Piece, PieceResult]] = []
-    for batch in _batches(audio.pieces(ref.path, cut, info.duration_s, warnings), _batch_size(transcriber)):
-        results = transcriber.transcribe([p.samples for p in batch])
+def _to_partial(file_id: str, piece: Piece, r: PieceResult) -> dict:
+    row = _piece_row(file_id, piece, r)
+    row.update(n_samples=piece.n_samples, tokens=r.tokens,
+               segments=[{"start_s": s.start_s, "end_s": s.end_s, "text": s.text} for s in r.segments])
+    return row
+
+
+def _from_partial(row: dict) -> tuple[Piece, PieceResult]:
+    piece = Piece(row["piece"], row["start_sample"], None, row["n_samples"])
+    result = PieceResult(
+        tokens=list(row["tokens"]), segments=[RawSegment(s["start_s"], s["end_s"], s["text"]) for s in row["segments"]],
+        language=row["language"], no_speech_prob=row["no_speech_prob"], avg_logprob=row["avg_logprob"],
+        compression_ratio=row["compression_ratio"], skipped=row["skipped"], main_calls=row["main_calls"],
+        draft_calls=row["draft_calls"], accepted=row["accepted"])
+    return piece, result
+
+
+def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]):
+    """Every piece of the file with its result: persisted ones are reused, the rest decoded and persisted."""
+    persisted = ctx.job.read_partial(ctx.file_id)
+    for batch in _batches(audio.pieces(ctx.ref.path, ctx.cut, info.duration_s, warnings), _batch_size(ctx.transcriber)):
+        known = [persisted.get(p.index) for p in batch]
+        if all(k is not None and k["start_sample"] == p.start_sample and k["n_samples"] == p.n_samples
+               for k, p in zip(known, batch)):
+            results = [_from_partial(k)[1] for k in known]
+        else:
+            results = ctx.transcriber.transcribe([p.samples for p in batch])
+            for p in batch:
+                _trace("decoded", ctx.file_id, p.index)
+            if ctx.checkpoint:
+                rows = [_to_partial(ctx.file_id, p, r) for p, r in zip(batch, results)]
+                ctx.job.write_partial(ctx.file_id, batch[0].index, rows)
+                for p in batch:
+                    _trace("persisted", ctx.file_id, p.index)
         for piece, result in zip(batch, results):
-            done.append((piece, result))
             piece.samples = None  # the audio is no longer needed; keep memory bounded
-            if bar is not None:
-                bar.update(round(piece.duration_s, 2))
-    duration = (done[-1][0].end_sample / audio.SAMPLE_RATE) if done else 0.0
+            if ctx.bar is not None:
+                ctx.bar.update(round(piece.duration_s, 2))
+            yield piece, result
+        if ctx.stop.is_set():
+            raise Interrupted()
+
+
+def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
+    """Decode one input; raise AudioError for bad input."""
+    if ctx.ref.error:
+        raise AudioError(ctx.ref.error)
+    info = audio.probe(ctx.ref.path)
+    warnings: list[str] = []
+    done = list(_decoded_pieces(ctx, info, warnings))
     if not done:
         raise AudioError("file decodes to no audio samples")
+    duration = done[-1][0].end_sample / audio.SAMPLE_RATE
     segments = stitch([p for p, _ in done], [r for _, r in done], duration)
-    return _file_row(info, duration, done, segments, warnings), _segment_rows(file_id, ref, segments), \
-        _piece_rows(file_id, done)
+    return (_file_row(duration, done, segments, warnings), _segment_rows(ctx.file_id, ctx.ref, segments),
+            [_piece_row(ctx.file_id, p, r) for p, r in done])
 
 
-def _file_row(info, duration, done, segments: list[Segment], warnings) -> dict:
+def _file_row(duration, done, segments: list[Segment], warnings) -> dict:
     languages = [r.language for _, r in done if r.language and not r.skipped]
     return {
         "status": "done", "error": None, "warnings": "; ".join(warnings) or None,
@@ -155,43 +218,78 @@ def _segment_rows(file_id: str, ref: InputRef, segments: list[Segment]) -> list[
              "no_speech_prob": s.no_speech_prob} for s in segments]
 
 
-def _piece_rows(file_id: str, done: list[tuple[Piece, PieceResult]]) -> list[dict]:
-    return [{"file_id": file_id, "piece": p.index, "start_s": round(p.start_sample / audio.SAMPLE_RATE, 3),
-             "end_s": round(p.end_sample / audio.SAMPLE_RATE, 3), "start_sample": p.start_sample,
-             "end_sample": p.end_sample, "language": r.language, "skipped": r.skipped,
-             "no_speech_prob": r.no_speech_prob, "avg_logprob": r.avg_logprob,
-             "compression_ratio": r.compression_ratio, "n_tokens": len(r.tokens), "main_calls": r.main_calls,
-             "draft_calls": r.draft_calls, "accepted": r.accepted} for p, r in done]
+def _piece_row(file_id: str, p: Piece, r: PieceResult) -> dict:
+    return {"file_id": file_id, "piece": p.index, "start_s": round(p.start_sample / audio.SAMPLE_RATE, 3),
+            "end_s": round(p.end_sample / audio.SAMPLE_RATE, 3), "start_sample": p.start_sample,
+            "end_sample": p.end_sample, "language": r.language, "skipped": r.skipped,
+            "no_speech_prob": r.no_speech_prob, "avg_logprob": r.avg_logprob,
+            "compression_ratio": r.compression_ratio, "n_tokens": len(r.tokens), "main_calls": r.main_calls,
+            "draft_calls": r.draft_calls, "accepted": r.accepted}
+
+
+def _base_row(ref: InputRef, file_id: str, models: Models) -> dict:
+    try:
+        stat = ref.path.stat()
+        size, mtime = stat.st_size, stat.st_mtime
+    except OSError:
+        size, mtime = None, None
+    d = models.describe()
+    return {"file_id": file_id, "path": str(ref.path), "size_bytes": size, "mtime": mtime,
+            "model": d["model"], "model_sha256": d["model_sha256"], "assistant": d["assistant"],
+            "runtime": d["runtime"], "finished_at": None}
+
+
+def _run_one(ctx: FileContext, summary: JobSummary) -> None:
+    t0 = time.monotonic()
+    row = _base_row(ctx.ref, ctx.file_id, ctx.transcriber.models)
+    try:
+        outcome, segments, pieces = transcribe_file(ctx)
+    except AudioError as exc:
+        outcome, segments, pieces = {"status": "failed", "error": str(exc)}, [], []
+    except (RuntimeError, ValueError, MemoryError) as exc:  # a decoder failure (out of memory too) on this file only
+        log.debug("decoding %s failed:\n%s", ctx.ref.path, traceback.format_exc())
+        outcome, segments, pieces = {"status": "failed", "error": f"decoding failed: {type(exc).__name__}: {exc}"}, [], []
+    wall = time.monotonic() - t0
+    row.update(outcome, wall_s=round(wall, 3), finished_at=_now())
+    if row.get("duration_s"):
+        row["realtime_factor"] = round(row["duration_s"] / max(wall, 1e-9), 3)
+    ctx.job.write_file(row, segments, pieces)
+    if row["status"] == "done":
+        summary.done += 1
+        summary.audio_s += row["duration_s"]
+    else:
+        summary.failed += 1
+        summary.failures.append((str(ctx.ref.path), row["error"]))
+        log.warning("%s: %s", ctx.ref.path, row["error"])
+
+
+# -- the job ----------------------------------------------------------------------
 
 
 def job_config(options: JobOptions, models: Models) -> dict:
+    """What decides the output: a resumed job must match it exactly."""
     return {"models": models.describe(), "decode": asdict(options.decode), "cut": asdict(options.cut)}
 
 
-def run(inputs: list[str], options: JobOptions, models: Models | None = None) -> JobSummary:
-    start = time.monotonic()
-    refs = expand_inputs(inputs)
-    if models is None:
-        models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
-                             options.cache_dir)
-    transcriber = Transcriber(models, options.decode)
-    job = JobDir(options.out_dir)
-    job.write_job(job_config(options, models))
-    summary = JobSummary(Path(options.out_dir))
+def _plan(refs: list[InputRef], job: JobDir, options: JobOptions, summary: JobSummary) -> list[tuple[InputRef, str]]:
+    rows = job.file_rows()
+    status = {r["file_id"]: r["status"] for r in rows}
+    file_ids = [fingerprint(ref.path) for ref in refs]
+    current = set(file_ids)
+    paths = {str(ref.path) for ref in refs}
+    for r in rows:  # the file at this path changed: its old results go
+        if r["path"] in paths and r["file_id"] not in current:
+            job.forget(r["file_id"])
     todo = []
-    for ref in refs:
-        file_id = fingerprint(ref.path)
-        if job.file_status(file_id) == "done":
+    for ref, file_id in zip(refs, file_ids):
+        state = status.get(file_id)
+        if state == "done":
             summary.already_done += 1
+        elif state == "failed" and not options.retry_failed:
+            summary.skipped_failed += 1
         else:
             todo.append((ref, file_id))
-    total = sum(_probe_duration(ref) for ref, _ in todo)
-    with tqdm(total=round(total, 2), unit="s", desc="audio", disable=not options.progress,
-              bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s audio [{elapsed}<{remaining}, {rate_fmt}]") as bar:
-        for ref, file_id in todo:
-            _run_one(ref, file_id, transcriber, options, job, summary, bar)
-    summary.wall_s = time.monotonic() - start
-    return summary
+    return todo
 
 
 def _probe_duration(ref: InputRef) -> float:
@@ -203,25 +301,38 @@ def _probe_duration(ref: InputRef) -> float:
         return 0.0
 
 
-def _run_one(ref, file_id, transcriber, options, job: JobDir, summary: JobSummary, bar) -> None:
-    t0 = time.monotonic()
-    row = _base_row(ref, file_id, transcriber.models)
-    try:
-        outcome, segments, pieces = transcribe_file(ref, file_id, transcriber, options.cut, bar)
-    except AudioError as exc:
-        outcome, segments, pieces = {"status": "failed", "error": str(exc)}, [], []
-    except (RuntimeError, ValueError, MemoryError) as exc:  # a decoder failure on this file only
-        log.debug("decoding %s failed:\n%s", ref.path, traceback.format_exc())
-        outcome, segments, pieces = {"status": "failed", "error": f"decoding failed: {type(exc).__name__}: {exc}"}, [], []
-    wall = time.monotonic() - t0
-    row.update(outcome, wall_s=round(wall, 3), finished_at=_now())
-    if row.get("duration_s"):
-        row["realtime_factor"] = round(row["duration_s"] / max(wall, 1e-9), 3)
-    job.write_file(row, segments, pieces)
-    if row["status"] == "done":
-        summary.done += 1
-        summary.audio_s += row["duration_s"]
-    else:
-        summary.failed += 1
-        summary.failures.append((str(ref.path), row["error"]))
-        log.warning("%s: %s", ref.path, row["error"])
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
+def run(inputs: list[str], options: JobOptions, models: Models | None = None,
+        stop: threading.Event | None = None) -> JobSummary:
+    start = time.monotonic()
+    stop = stop or threading.Event()
+    job = JobDir(options.out_dir)
+    job.lock()
+    if models is None:
+        models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
+                             options.cache_dir)
+    config = job_config(options, models)
+    if options.restart:
+        job.clear()
+    job.check_config(config)
+    refs = expand_inputs(inputs)
+    job.write_job(config, [str(r.path) for r in refs])
+    transcriber = Transcriber(models, options.decode)
+    summary = JobSummary(Path(options.out_dir))
+    todo = _plan(refs, job, options, summary)
+    durations = {id(ref): _probe_duration(ref) for ref, _ in todo}
+    with tqdm(total=round(sum(durations.values()) / 3600, 3), unit="h", desc="job", disable=not options.progress,
+              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
+              position=0) as job_bar:
+        for ref, file_id in todo:
+            with tqdm(total=round(durations[id(ref)], 1), unit="s", desc=ref.path.name[:40], leave=False,
+                      disable=not options.progress, position=1,
+                      bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]") as file_bar:
+                ctx = FileContext(ref, file_id, transcriber, options.cut, job, stop, file_bar, options.checkpoint_pieces)
+                _run_one(ctx, summary)
+            job_bar.update(round(durations[id(ref)] / 3600, 3))
+    summary.wall_s = time.monotonic() - start
+    return summary

@@ -85,7 +85,8 @@ def test_manifests_read_with_pyarrow_pandas_and_datasets(job, inputs):
     files = datasets.load_dataset("parquet", data_files=str(out / "files" / "*.parquet"), split="train",
                                   cache_dir=str(out.parent / "hf-cache"))
     assert sorted(files["status"]) == ["done"] * 2 + ["failed"] * 5
-    assert not [p for p in out.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"], "temp files left"
+    assert not [p for p in out.rglob("*") if p.suffix == ".tmp" or p.name.startswith(".") and p.name != ".lock"], \
+        "temp files left"
 
 
 def test_rerun_skips_finished_files_and_rewrites_nothing(job, inputs, cache_dir):
@@ -116,3 +117,28 @@ def test_models_list_and_import(cache_dir):
     imported = podscribe("models", "import", "tiny.en", "--cache-dir", str(cache_dir), cache_dir=cache_dir)
     assert imported.returncode == 0
     assert (Path(imported.stdout.strip()) / "model.safetensors").is_file()
+
+
+def test_job_file_runs_and_flags_override_it(inputs, cache_dir, tmp_path):
+    import json
+
+    job = tmp_path / "nightly.toml"
+    job.write_text(f'name = "nightly"\ninputs = [{json.dumps(str(inputs["odd"]))}]\nmodel = "tiny.en"\n'
+                   f'batch_size = 3\nout = {json.dumps(str(tmp_path / "out"))}\n')
+    result = podscribe("run", str(job), "--batch-size", "2", "-q", cache_dir=cache_dir)
+    assert result.returncode == 0, result.stderr
+    record = json.loads((tmp_path / "out" / "job.json").read_text())
+    assert record["config"]["decode"]["batch_size"] == 2 and record["config"]["models"]["model"] == "tiny.en"
+    status = podscribe("status", str(tmp_path / "out"), cache_dir=cache_dir)
+    assert "1 done, 0 failed, 0 pending" in status.stdout
+    job.write_text('inputs = ["x.mp3"]\nbatchsize = 3\n')
+    bad = podscribe("run", str(job), cache_dir=cache_dir)
+    assert bad.returncode == 1 and "unknown keys batchsize" in bad.stderr
+
+
+def test_the_example_job_file_documents_every_key():
+    from pipeline import jobfile
+
+    text = (REPO / "jobs" / "example.toml").read_text()
+    assert all(f"{key} =" in text for key in jobfile.KEYS)
+    assert jobfile.load(REPO / "jobs" / "example.toml")["name"] == "example"

@@ -1,0 +1,58 @@
+"""Job definitions: TOML files in jobs/ (see jobs/example.toml for every key).
+
+Settings come from three layers, later ones winning: built-in defaults, the
+job file, command-line flags. Relative paths are taken from the directory
+podscribe is run in, as on the command line.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+KEYS = {
+    "name": str, "inputs": list, "input_list": str, "out": str, "model": str, "assistant": str,
+    "device": str, "dtype": str, "batch_size": int, "language": str, "task": str,
+    "min_piece": float, "max_piece": float, "subtitles": list, "cache_dir": str,
+}
+
+
+class JobFileError(ValueError):
+    pass
+
+
+def load(path: Path) -> dict:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise JobFileError(f"cannot read job file {path}: {exc}") from exc
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise JobFileError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
+    for key, value in data.items():
+        expected = KEYS[key]
+        if expected is float and isinstance(value, int):
+            value = data[key] = float(value)
+        if not isinstance(value, expected):
+            raise JobFileError(f"{path}: {key} must be a {expected.__name__}, not {type(value).__name__}")
+    data.setdefault("name", path.stem)
+    return data
+
+
+def inputs_of(job: dict) -> list[str]:
+    inputs = [str(x) for x in job.get("inputs", [])]
+    if "input_list" in job:
+        listing = Path(job["input_list"])
+        try:
+            lines = listing.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise JobFileError(f"cannot read input_list {listing}: {exc}") from exc
+        inputs += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not inputs:
+        raise JobFileError("the job names no inputs (inputs = [...] or input_list = 'paths.txt')")
+    return inputs
+
+
+def out_dir_of(job: dict) -> Path:
+    return Path(job.get("out") or Path("manifests") / job["name"])

@@ -1,0 +1,169 @@
+"""Jobs that survive the night, in real processes: kill -9 and resume, one runner per job dir,
+configuration changes, failed inputs, Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from helpers import ffmpeg
+
+REPO = Path(__file__).resolve().parents[1]
+JOB_ARGS = ["--model", "tiny.en", "--batch-size", "2", "--min-piece", "8", "--max-piece", "16", "-q"]
+VOLATILE = {"wall_s", "realtime_factor", "finished_at"}
+
+
+def start(out: Path, inputs: list[Path], cache_dir: Path, trace: Path | None = None, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir)}
+    if trace:
+        env["PODSCRIBE_TRACE"] = str(trace)
+    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *JOB_ARGS, *extra, "--",
+           *map(str, inputs)]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def lines(trace: Path) -> list[str]:
+    return trace.read_text().splitlines() if trace.exists() else []
+
+
+def wait_for_progress(proc: subprocess.Popen, trace: Path, seen: int, timeout: float = 120) -> bool:
+    """Wait until the runner decoded something new; False if it exited first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(lines(trace)) > seen:
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.05)
+    raise AssertionError("the runner made no progress")
+
+
+def tables(out: Path) -> dict[str, list[dict]]:
+    result = {}
+    for name, key in (("files", ("file_id",)), ("segments", ("file_id", "segment")), ("pieces", ("file_id", "piece"))):
+        rows = ds.dataset(out / name).to_table().to_pylist()
+        rows = [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+        result[name] = sorted(rows, key=lambda r: tuple(r[k] for k in key))
+    return result
+
+
+@pytest.fixture(scope="module")
+def archive(clips, tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("archive")
+    by_name = {c.path.name: c.path for c in clips}
+    one = d / "episode one.mp3"
+    ffmpeg("-i", str(by_name["gb0.wav"]), "-t", "70", str(one))
+    two = d / "apollo 11.m4a"
+    ffmpeg("-i", str(by_name["apollo11.mp3"]), "-t", "60", "-c:a", "aac", str(two))
+    three = d / "jfk.flac"
+    three.write_bytes(by_name["jfk.flac"].read_bytes())
+    return [one, two, three]
+
+
+@pytest.fixture(scope="module")
+def reference(archive, cache_dir, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("reference") / "job"
+    code, stdout, stderr = finish(start(out, archive, cache_dir))
+    assert code == 0, stderr
+    return tables(out)
+
+
+def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(archive, reference, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    rng = random.Random(4)
+    kills = 0
+    while True:
+        proc = start(out, archive, cache_dir, trace)
+        if kills >= 5 or not wait_for_progress(proc, trace, len(lines(trace))):
+            break
+        time.sleep(rng.uniform(0.0, 1.2))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+    code, stdout, stderr = finish(proc)
+    assert code == 0, stderr
+    assert kills >= 5
+    assert tables(out) == reference
+    persisted, decoded_again, runners_per_file = set(), [], {}
+    for line in lines(trace):
+        event, file_id, piece, pid = line.split()
+        if event == "persisted":
+            persisted.add((file_id, piece))
+            runners_per_file.setdefault(file_id, set()).add(pid)
+        elif (file_id, piece) in persisted:
+            decoded_again.append((file_id, piece))
+    assert not decoded_again, f"pieces decoded again after they were persisted: {decoded_again}"
+    assert any(len(pids) > 1 for pids in runners_per_file.values()), "no kill landed inside a file"
+    decodes = Counter(tuple(line.split()[1:3]) for line in lines(trace) if line.startswith("decoded"))
+    assert len(decodes) == len(reference["pieces"])
+    assert not (out / "partial").exists() or not any((out / "partial").iterdir()), "partial pieces left behind"
+
+
+def test_one_runner_per_job_dir_and_a_killed_runner_leaves_no_stuck_lock(archive, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    first = start(out, archive, cache_dir, trace)
+    assert wait_for_progress(first, trace, 0)
+    code, stdout, stderr = finish(start(out, archive, cache_dir), timeout=120)
+    assert code != 0 and "another podscribe runner" in stderr and str(first.pid) in stderr
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    code, stdout, stderr = finish(start(out, archive, cache_dir))
+    assert code == 0, stderr
+    assert "done: 3" in stdout
+
+
+def test_changed_configuration_is_refused_unless_restarted(archive, reference, cache_dir, tmp_path):
+    out = tmp_path / "job"
+    assert finish(start(out, archive[2:], cache_dir))[0] == 0
+    code, stdout, stderr = finish(start(out, archive[2:], cache_dir, None, "--language", "en", "--batch-size", "3"))
+    assert code == 1 and "another configuration" in stderr and "batch_size: 2 -> 3" in stderr
+    code, stdout, stderr = finish(start(out, archive[2:], cache_dir, None, "--batch-size", "3", "--restart"))
+    assert code == 0 and "done: 1, failed: 0, already done: 0" in stdout
+
+
+def test_failed_inputs_are_kept_retried_on_request_and_redone_when_fixed(archive, cache_dir, tmp_path):
+    out = tmp_path / "job"
+    broken = tmp_path / "episode two.mp3"
+    broken.write_bytes(b"")
+    inputs = [archive[2], broken]
+    code, stdout, _ = finish(start(out, inputs, cache_dir))
+    assert code == 0 and "done: 1, failed: 1" in stdout
+    code, stdout, _ = finish(start(out, inputs, cache_dir))
+    assert "already done: 1, failed earlier (not retried): 1" in stdout
+    code, stdout, stderr = finish(start(out, inputs, cache_dir, None, "--retry-failed"))
+    assert "failed: 1" in stdout and "file is empty" in stderr
+    broken.write_bytes(archive[0].read_bytes())  # fixed: new content, new id, the old failed row goes
+    code, stdout, _ = finish(start(out, inputs, cache_dir))
+    assert code == 0 and "done: 1, failed: 0, already done: 1" in stdout
+    rows = ds.dataset(out / "files").to_table().to_pylist()
+    assert sorted(r["status"] for r in rows) == ["done", "done"]
+
+
+def test_ctrl_c_finishes_the_batch_in_hand_and_exits_cleanly(archive, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    proc = start(out, archive, cache_dir, trace)
+    assert wait_for_progress(proc, trace, 0)
+    proc.send_signal(signal.SIGINT)
+    code, stdout, stderr = finish(proc, timeout=120)
+    assert code == 130 and "Rerun the same command to resume" in stderr
+    events = lines(trace)
+    decoded = {tuple(x.split()[1:3]) for x in events if x.startswith("decoded")}
+    persisted = {tuple(x.split()[1:3]) for x in events if x.startswith("persisted")}
+    assert decoded and decoded == persisted, "a decoded piece was not persisted"
+    status = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO,
+                            capture_output=True, text=True)
+    assert status.returncode == 0 and "pending" in status.stdout and "h left" in status.stdout
