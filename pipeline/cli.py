@@ -19,7 +19,15 @@ from .models.load import SELF_INT8
 from .models.registry import ModelUnavailable, list_offline, resolve
 
 DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "auto", "batch_size": 4,
-            "language": None, "task": "transcribe", "min_piece": 15.0, "max_piece": 30.0, "cache_dir": None}
+            "language": None, "task": "transcribe", "min_piece": 15.0, "max_piece": 30.0, "cache_dir": None,
+            "subtitles": [], "word_timestamps": None}
+
+
+def _formats(value) -> list[str]:
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else str(value).split(",")
+    return [x.strip().lower() for x in items if x.strip()]
 
 
 def _quiet_libraries() -> None:
@@ -71,6 +79,11 @@ def job_options(flags_default_none: bool):
                      help="Longest piece in seconds (<= 30)."),
         click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="Where converted models are kept. Default: $PODSCRIBE_CACHE or ~/.cache/podscribe."),
+        click.option("--subtitles", default=None,
+                     help="Export subtitle files when the job ends: comma list of srt, vtt, txt, json "
+                          "(into <out>/subtitles/). Turns word timestamps on."),
+        click.option("--word-timestamps/--no-word-timestamps", default=None,
+                     help="Word start/end/probability in the segments table. Default: on when subtitles are asked for."),
         click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
         click.option("--restart", is_flag=True, help="Forget this job dir's results and start over."),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars (for cron)."),
@@ -90,11 +103,19 @@ def _settings(flags: dict, job: dict | None = None) -> dict:
     settings = dict(DEFAULTS)
     settings.update({k: v for k, v in (job or {}).items() if k in DEFAULTS})
     settings.update({k: v for k, v in flags.items() if k in DEFAULTS and v is not None})
+    settings["subtitles"] = _formats(settings["subtitles"]) or []
+    if settings["word_timestamps"] is None:
+        settings["word_timestamps"] = bool(settings["subtitles"])
     return settings
 
 
 def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> None:
+    from .export import FORMATS
     from .runner import Interrupted, JobOptions, run
+
+    unknown = sorted(set(settings["subtitles"]) - set(FORMATS))
+    if unknown:
+        raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
 
     if flags.get("log_file"):
         handler = logging.FileHandler(flags["log_file"])
@@ -114,7 +135,9 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         options = JobOptions(
             out_dir=out_dir, model=settings["model"], assistant=settings["assistant"], device=settings["device"],
             dtype=settings["dtype"],
-            decode=DecodeOptions(language=settings["language"], task=settings["task"], batch_size=settings["batch_size"]),
+            decode=DecodeOptions(language=settings["language"], task=settings["task"], batch_size=settings["batch_size"],
+                                 word_timestamps=settings["word_timestamps"]),
+            subtitles=settings["subtitles"],
             cut=CutOptions(min_s=settings["min_piece"], max_s=settings["max_piece"]),
             cache_dir=Path(settings["cache_dir"]) if settings["cache_dir"] else None,
             progress=not flags.get("quiet"), retry_failed=bool(flags.get("retry_failed")),
@@ -134,6 +157,8 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
     for path, error in summary.failures:
         click.echo(f"  failed: {path}: {error}", err=True)
     click.echo(f"manifests: {summary.out_dir.resolve()}")
+    if summary.subtitles:
+        click.echo(f"subtitles: {len(summary.subtitles)} files in {summary.subtitles[0].parent.resolve()}")
     if summary.done == 0 and summary.already_done == 0:
         sys.exit(1)
 
@@ -174,6 +199,31 @@ def status(job_dir: Path) -> None:
     from .status import job_status
 
     click.echo(job_status(job_dir).render())
+
+
+@main.command("export")
+@click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--format", "formats", default="srt,vtt", show_default=True, help="Comma list of srt, vtt, txt, json.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the files go (default <job dir>/subtitles).")
+@click.option("--max-line-chars", default=42, show_default=True, type=click.IntRange(10, 200))
+@click.option("--max-lines", default=2, show_default=True, type=click.IntRange(1, 2))
+@click.option("--max-cps", default=17.0, show_default=True, help="Reading speed limit, characters per second.")
+@click.option("--max-duration", default=7.0, show_default=True, help="Longest cue, seconds.")
+@click.option("--min-duration", default=5 / 6, show_default=True, help="Shortest cue, seconds.")
+@click.option("--pause-split", default=1.5, show_default=True, help="A pause longer than this starts a new cue.")
+def export_cmd(job_dir, formats, out_dir, max_line_chars, max_lines, max_cps, max_duration, min_duration,
+               pause_split) -> None:
+    """Write one subtitle file per transcribed input (named after it) from a job's manifests."""
+    from .export import CueRules, export_job
+
+    rules = CueRules(max_line_chars=max_line_chars, max_lines=max_lines, min_duration_s=min_duration,
+                     max_duration_s=max_duration, max_cps=max_cps, pause_split_s=pause_split)
+    try:
+        written = export_job(job_dir, _formats(formats), out_dir, rules)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{len(written)} files written" + (f" to {written[0].parent}" if written else ""))
 
 
 @main.group()

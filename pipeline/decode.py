@@ -32,6 +32,7 @@ from transformers.modeling_outputs import BaseModelOutput
 from . import vad
 from .audio import SAMPLE_RATE, rms_db
 from .models.load import Models
+from .timing import Word, word_timings
 
 TIME_PRECISION = 0.02
 
@@ -46,6 +47,7 @@ class DecodeOptions:
     logprob_threshold: float = -1.0
     compression_ratio_threshold: float = 2.4  # above: the text loops (Whisper's own limit)
     vad: bool = True  # Silero VAD: skip pieces without a voice, drop segments outside speech
+    word_timestamps: bool = False  # words with start/end/probability (alignment heads + DTW)
     min_voice_s: float = 0.3
 
     def __post_init__(self):
@@ -60,6 +62,8 @@ class RawSegment:
     start_s: float  # piece-relative
     end_s: float
     text: str
+    n_tokens: int = 0  # text tokens (no timestamps) behind this segment
+    words: list[Word] | None = None  # piece-relative, when word timestamps are on
 
 
 @dataclass
@@ -200,7 +204,8 @@ class Transcriber:
             r.no_speech_prob, r.language = float(p), lang
         generated = self._generate(features, encoded, languages, results)
         self._score(encoded, languages, [tokens for tokens, _ in generated], results)
-        for r, (tokens, segments), a in zip(results, generated, audio):
+        words = self._words(encoded, languages, generated, audio, results)
+        for r, (tokens, segments), a, row_words in zip(results, generated, audio, words):
             r.tokens = tokens
             text_bytes = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
             r.compression_ratio = len(text_bytes) / max(1, len(zlib.compress(text_bytes))) if text_bytes else 0.0
@@ -209,9 +214,19 @@ class Transcriber:
                     r.avg_logprob < self.options.logprob_threshold or looping):
                 r.skipped = "no_speech"
                 continue
-            kept = [s for s in self.segments(segments, len(a) / SAMPLE_RATE) if not is_non_speech_text(s.text)
+            all_segments = self.segments(segments, len(a) / SAMPLE_RATE)
+            if row_words is not None:
+                attach_words(all_segments, row_words)
+            kept = [s for s in all_segments if not is_non_speech_text(s.text)
                     and (r.speech is None or vad.overlaps(s.start_s, s.end_s, r.speech))]
             r.segments = drop_repeats(kept) if looping else kept
+
+    def _words(self, encoded, languages, generated, audio, results) -> list[list[Word] | None]:
+        if not self.options.word_timestamps:
+            return [None] * len(generated)
+        texts = [[t for t in tokens if t < self.eot] for tokens, _ in generated]
+        return word_timings(self.models, encoded, [self._prompt(lang) for lang in languages], texts,
+                            [len(a) / SAMPLE_RATE for a in audio])
 
     def _prompt(self, language: str | None) -> list[int]:
         if not self.multilingual:
@@ -299,8 +314,32 @@ class Transcriber:
             start = min(float(seg["start"]), duration_s)
             end = min(max(float(seg["end"]), start), duration_s)
             if text:
-                out.append(RawSegment(round(start, 3), round(end, 3), text))
+                out.append(RawSegment(round(start, 3), round(end, 3), text, len(ids)))
         return out
+
+
+def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
+    """Give each segment the words made of its own tokens (matched by their characters, in order),
+    timed inside the segment and monotonic."""
+    text_words = iter(w for w in words if w.word.strip())
+    pending: Word | None = None
+    for seg in segments:
+        seg.words = []
+        target = "".join(seg.text.split())
+        have = ""
+        while len(have) < len(target):
+            w = pending or next(text_words, None)
+            pending = None
+            if w is None:
+                break
+            piece = "".join(w.word.split())
+            if have and not target.startswith(have + piece):
+                pending = w
+                break
+            have += piece
+            start = min(max(w.start_s, seg.start_s, seg.words[-1].end_s if seg.words else 0.0), seg.end_s)
+            end = min(max(w.end_s, start), seg.end_s)
+            seg.words.append(Word(w.word, round(start, 3), round(end, 3), w.probability))
 
 
 def _language_code(language: str, lang_to_id: dict[str, int]) -> str:

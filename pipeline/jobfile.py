@@ -13,7 +13,7 @@ from pathlib import Path
 KEYS = {
     "name": str, "inputs": list, "input_list": str, "out": str, "model": str, "assistant": str,
     "device": str, "dtype": str, "batch_size": int, "language": str, "task": str,
-    "min_piece": float, "max_piece": float, "subtitles": list, "cache_dir": str,
+    "min_piece": float, "max_piece": float, "subtitles": list, "word_timestamps": bool, "cache_dir": str,
 }
 
 

@@ -38,10 +38,14 @@ FILES_SCHEMA = pa.schema([
     ("finished_at", pa.string()),
 ])
 
+WORD = pa.struct([("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()),
+                  ("probability", pa.float32())])
+
 SEGMENTS_SCHEMA = pa.schema([
     ("file_id", pa.string()), ("path", pa.string()), ("segment", pa.int32()),
     ("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string()), ("piece", pa.int32()),
     ("avg_logprob", pa.float32()), ("no_speech_prob", pa.float32()),
+    ("words", pa.list_(WORD)),  # null when the job ran without word timestamps
 ])
 
 PIECES_SCHEMA = pa.schema([
@@ -58,7 +62,8 @@ PARTIAL_SCHEMA = pa.schema([
     *PIECES_SCHEMA,
     ("n_samples", pa.int64()),
     ("tokens", pa.list_(pa.int32())),
-    ("segments", pa.list_(pa.struct([("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string())]))),
+    ("segments", pa.list_(pa.struct([("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string()),
+                                     ("n_tokens", pa.int32()), ("words", pa.list_(WORD))]))),
 ])
 
 TABLES = {"files": FILES_SCHEMA, "segments": SEGMENTS_SCHEMA, "pieces": PIECES_SCHEMA}

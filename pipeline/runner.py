@@ -33,6 +33,7 @@ from .manifest import JobDir, fingerprint
 from .models.load import Models, load_models
 from .runtime import pick_runtime
 from .stitch import Segment, stitch
+from .timing import Word
 
 log = logging.getLogger("podscribe")
 
@@ -64,6 +65,7 @@ class JobOptions:
     retry_failed: bool = False
     restart: bool = False
     checkpoint_pieces: bool = True  # persist each decoded batch (resume inside a file); off only to measure its cost
+    subtitles: list[str] = field(default_factory=list)  # formats to export when the job ends
 
 
 @dataclass
@@ -76,6 +78,7 @@ class JobSummary:
     audio_s: float = 0.0
     wall_s: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    subtitles: list[Path] = field(default_factory=list)
 
 
 def expand_inputs(inputs: list[str]) -> list[InputRef]:
@@ -146,24 +149,40 @@ def _batch_size(transcriber: Transcriber) -> int:
 def _to_partial(file_id: str, piece: Piece, r: PieceResult) -> dict:
     row = _piece_row(file_id, piece, r)
     row.update(n_samples=piece.n_samples, tokens=r.tokens,
-               segments=[{"start_s": s.start_s, "end_s": s.end_s, "text": s.text} for s in r.segments])
+               segments=[{"start_s": s.start_s, "end_s": s.end_s, "text": s.text, "n_tokens": s.n_tokens,
+                          "words": _word_rows(s.words)} for s in r.segments])
     return row
 
 
 def _from_partial(row: dict) -> tuple[Piece, PieceResult]:
     piece = Piece(row["piece"], row["start_sample"], None, row["n_samples"])
     result = PieceResult(
-        tokens=list(row["tokens"]), segments=[RawSegment(s["start_s"], s["end_s"], s["text"]) for s in row["segments"]],
+        tokens=list(row["tokens"]),
+        segments=[RawSegment(s["start_s"], s["end_s"], s["text"], s["n_tokens"],
+                             None if s["words"] is None else [Word(**w) for w in s["words"]]) for s in row["segments"]],
         language=row["language"], no_speech_prob=row["no_speech_prob"], avg_logprob=row["avg_logprob"],
         compression_ratio=row["compression_ratio"], skipped=row["skipped"], main_calls=row["main_calls"],
         draft_calls=row["draft_calls"], accepted=row["accepted"])
     return piece, result
 
 
+def _lookahead(batches: Iterator[list[Piece]]) -> Iterator[tuple[list[Piece], bool]]:
+    """Each batch with whether it is the file's last one."""
+    current = next(batches, None)
+    while current is not None:
+        following = next(batches, None)
+        yield current, following is None
+        current = following
+
+
 def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]):
-    """Every piece of the file with its result: persisted ones are reused, the rest decoded and persisted."""
+    """Every piece of the file with its result: persisted ones are reused, the rest decoded and persisted.
+
+    The last batch of a file is not checkpointed: the whole file is consolidated right after it.
+    """
     persisted = ctx.job.read_partial(ctx.file_id)
-    for batch in _batches(audio.pieces(ctx.ref.path, ctx.cut, info.duration_s, warnings), _batch_size(ctx.transcriber)):
+    batches = _batches(audio.pieces(ctx.ref.path, ctx.cut, info.duration_s, warnings), _batch_size(ctx.transcriber))
+    for batch, last in _lookahead(batches):
         known = [persisted.get(p.index) for p in batch]
         if all(k is not None and k["start_sample"] == p.start_sample and k["n_samples"] == p.n_samples
                for k, p in zip(known, batch)):
@@ -172,7 +191,7 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
             results = ctx.transcriber.transcribe([p.samples for p in batch])
             for p in batch:
                 _trace("decoded", ctx.file_id, p.index)
-            if ctx.checkpoint:
+            if ctx.checkpoint and not last:
                 rows = [_to_partial(ctx.file_id, p, r) for p, r in zip(batch, results)]
                 ctx.job.write_partial(ctx.file_id, batch[0].index, rows)
                 for p in batch:
@@ -182,7 +201,7 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
             if ctx.bar is not None:
                 ctx.bar.update(round(piece.duration_s, 2))
             yield piece, result
-        if ctx.stop.is_set():
+        if ctx.stop.is_set() and not last:
             raise Interrupted()
 
 
@@ -215,7 +234,13 @@ def _file_row(duration, done, segments: list[Segment], warnings) -> dict:
 def _segment_rows(file_id: str, ref: InputRef, segments: list[Segment]) -> list[dict]:
     return [{"file_id": file_id, "path": str(ref.path), "segment": s.index, "start_s": s.start_s,
              "end_s": s.end_s, "text": s.text, "piece": s.piece, "avg_logprob": s.avg_logprob,
-             "no_speech_prob": s.no_speech_prob} for s in segments]
+             "no_speech_prob": s.no_speech_prob, "words": _word_rows(s.words)} for s in segments]
+
+
+def _word_rows(words: list[Word] | None) -> list[dict] | None:
+    if words is None:
+        return None
+    return [{"word": w.word, "start_s": w.start_s, "end_s": w.end_s, "probability": w.probability} for w in words]
 
 
 def _piece_row(file_id: str, p: Piece, r: PieceResult) -> dict:
@@ -254,6 +279,8 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
     if row.get("duration_s"):
         row["realtime_factor"] = round(row["duration_s"] / max(wall, 1e-9), 3)
     ctx.job.write_file(row, segments, pieces)
+    for piece in pieces:
+        _trace("persisted", ctx.file_id, piece["piece"])
     if row["status"] == "done":
         summary.done += 1
         summary.audio_s += row["duration_s"]
@@ -334,5 +361,9 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
                 ctx = FileContext(ref, file_id, transcriber, options.cut, job, stop, file_bar, options.checkpoint_pieces)
                 _run_one(ctx, summary)
             job_bar.update(round(durations[id(ref)] / 3600, 3))
+    if options.subtitles:
+        from .export import export_job
+
+        summary.subtitles = export_job(options.out_dir, options.subtitles)
     summary.wall_s = time.monotonic() - start
     return summary

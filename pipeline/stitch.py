@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .audio import Piece
 from .decode import PieceResult
+from .timing import Word
 
 
 @dataclass
@@ -17,6 +18,7 @@ class Segment:
     piece: int
     avg_logprob: float
     no_speech_prob: float
+    words: list[Word] | None = None  # episode time, inside [start_s, end_s], monotonic
 
 
 def _r(t: float) -> float:
@@ -41,5 +43,17 @@ def stitch(pieces: list[Piece], results: list[PieceResult], duration_s: float | 
             if out and raw.text == out[-1].text and out[-1].piece != piece.index and start - prev_end < 1.0:
                 continue  # the same words decoded on both sides of a cut
             out.append(Segment(len(out), _r(start), _r(end), raw.text, piece.index,
-                               result.avg_logprob, result.no_speech_prob))
+                               result.avg_logprob, result.no_speech_prob,
+                               _shift_words(raw.words, piece.start_s, _r(start), _r(end))))
+    return out
+
+
+def _shift_words(words: list[Word] | None, offset: float, start: float, end: float) -> list[Word] | None:
+    if words is None:
+        return None
+    out: list[Word] = []
+    for w in words:
+        ws = min(max(_r(w.start_s + offset), start, out[-1].end_s if out else start), end)
+        we = min(max(_r(w.end_s + offset), ws), end)
+        out.append(Word(w.word, ws, we, w.probability))
     return out

@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import with_assistant
+import numpy as np
+import pyarrow.dataset as ds
+
+from helpers import ffmpeg, with_assistant, write_wav
+from pipeline import audio
+from pipeline.decode import DecodeOptions
+from pipeline.runner import JobOptions, run
 from pipeline.models.load import Models, load_models, quantized_self_draft
 from pipeline.runtime import pick_runtime
 
@@ -86,3 +92,37 @@ def base_self_int8(base_models) -> Models:
     return with_assistant(base_models, quantized_self_draft(base_models.main), "self-int8")
 
 
+
+
+@pytest.fixture(scope="session")
+def long_form(english_human, tmp_path_factory):
+    """~3 minutes of the English clips joined with pauses of 0.4-2.0 s into one mp3."""
+    folder = tmp_path_factory.mktemp("long")
+    rng = np.random.default_rng(7)
+    parts, spans, texts, pos = [], [], [], 0
+    for clip in sorted(english_human, key=lambda c: c.path.name):
+        samples = audio.decode(clip.path)
+        gap = np.zeros(int(rng.uniform(0.4, 2.0) * audio.SAMPLE_RATE), np.float32)
+        parts += [samples, gap]
+        spans.append((pos / audio.SAMPLE_RATE, (pos + len(samples)) / audio.SAMPLE_RATE))
+        texts.append(clip.text)
+        pos += len(samples) + len(gap)
+        if pos > 180 * audio.SAMPLE_RATE:
+            break
+    wav = write_wav(folder / "long.wav", np.concatenate(parts))
+    mp3 = folder / "long.mp3"
+    ffmpeg("-i", str(wav), "-b:a", "96k", str(mp3))
+    return mp3, spans, " ".join(texts)
+
+
+@pytest.fixture(scope="session")
+def long_form_job(base_models, long_form, tmp_path_factory):
+    mp3, _, _ = long_form
+    out = tmp_path_factory.mktemp("job")
+    options = JobOptions(out_dir=out, decode=DecodeOptions(language="en", word_timestamps=True), progress=False,
+                         subtitles=["srt", "vtt", "txt", "json"])
+    summary = run([str(mp3)], options, models=base_models)
+    assert summary.done == 1
+    files = ds.dataset(out / "files").to_table().to_pylist()
+    segments = sorted(ds.dataset(out / "segments").to_table().to_pylist(), key=lambda r: r["segment"])
+    return files[0], segments, out

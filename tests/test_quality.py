@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.dataset as ds
 import pytest
 
-from helpers import ffmpeg, write_wav
+from helpers import write_wav
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.metrics import english_normalizer, wer
@@ -33,46 +33,9 @@ def test_english_wer_of_base(base_models, english_human):
     assert score < WER_BOUND
 
 
-@pytest.fixture(scope="module")
-def long_form(english_human, tmp_path_factory):
-    """~3 minutes of the English clips joined with pauses of 0.4-2.0 s into one mp3."""
-    folder = tmp_path_factory.mktemp("long")
-    rng = np.random.default_rng(7)
-    parts, spans, texts, pos = [], [], [], 0
-    for clip in sorted(english_human, key=lambda c: c.path.name):
-        samples = audio.decode(clip.path)
-        gap = np.zeros(int(rng.uniform(0.4, 2.0) * audio.SAMPLE_RATE), np.float32)
-        parts += [samples, gap]
-        spans.append((pos / audio.SAMPLE_RATE, (pos + len(samples)) / audio.SAMPLE_RATE))
-        texts.append(clip.text)
-        pos += len(samples) + len(gap)
-        if pos > 180 * audio.SAMPLE_RATE:
-            break
-    wav = write_wav(folder / "long.wav", np.concatenate(parts))
-    mp3 = folder / "long.mp3"
-    ffmpeg("-i", str(wav), "-b:a", "96k", str(mp3))
-    return mp3, spans, " ".join(texts)
-
-
-@pytest.fixture(scope="module")
-def long_form_job(base_models, long_form, tmp_path_factory):
-    mp3, _, _ = long_form
-    out = tmp_path_factory.mktemp("job")
-    summary = run([str(mp3)], JobOptions(out_dir=out, decode=DecodeOptions(language="en"), progress=False),
-                  models=base_models)
-    assert summary.done == 1
-    files = ds.dataset(out / "files").to_table().to_pylist()
-    segments = sorted(ds.dataset(out / "segments").to_table().to_pylist(), key=lambda r: r["segment"])
-    return files[0], segments
-
-
-def _runs(opcodes, kind_index):
-    return [(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in opcodes if tag in kind_index]
-
-
 def test_long_form_every_word_once_in_order(long_form, long_form_job):
     _, _, reference = long_form
-    file_row, segments = long_form_job
+    file_row, segments, _ = long_form_job
     norm = english_normalizer()
     ref = norm(reference).split()
     hyp = norm(" ".join(s["text"] for s in segments)).split()
@@ -89,7 +52,7 @@ def test_long_form_every_word_once_in_order(long_form, long_form_job):
 
 def test_long_form_timestamps_monotonic_and_on_speech(long_form, long_form_job):
     _, spans, _ = long_form
-    file_row, segments = long_form_job
+    file_row, segments, _ = long_form_job
     assert segments, "no segments"
     for a, b in zip(segments, segments[1:]):
         assert a["start_s"] <= a["end_s"] <= b["start_s"]
