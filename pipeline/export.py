@@ -19,6 +19,7 @@ proportion to characters, and the files say so.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -129,9 +130,10 @@ def _time_cues(cues: list[Cue], rules: CueRules, duration_s: float | None) -> No
     for i, cue in enumerate(cues):
         limit = cues[i + 1].start_s - rules.min_gap_s if i + 1 < len(cues) else (duration_s or cue.end_s + 10)
         wanted = max(cue.end_s, cue.start_s + rules.min_duration_s, cue.start_s + len(cue.text) / rules.max_cps)
-        cue.end_s = round(max(cue.start_s, min(wanted, limit, cue.start_s + rules.max_duration_s)), 3)
+        wanted = math.ceil(round(wanted * 1000, 6)) / 1000  # whole milliseconds, never under the rule
+        cue.end_s = max(cue.start_s, min(wanted, cue.start_s + rules.max_duration_s))
         if cue.end_s > limit:  # speech runs right up to the next cue: keep the gap
-            cue.end_s = round(max(cue.start_s, limit), 3)
+            cue.end_s = max(cue.start_s, math.floor(round(limit * 1000, 6)) / 1000)
 
 
 def segment_words(segment: dict) -> tuple[list[TimedWord], bool]:
