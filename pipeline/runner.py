@@ -284,6 +284,8 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
     if row["status"] == "done":
         summary.done += 1
         summary.audio_s += row["duration_s"]
+        log.info("done %s: %.0f s of audio in %.0f s, %d segments", ctx.ref.path, row["duration_s"], wall,
+                 row["n_segments"])
     else:
         summary.failed += 1
         summary.failures.append((str(ctx.ref.path), row["error"]))
