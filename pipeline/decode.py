@@ -215,6 +215,9 @@ class Transcriber:
                 r.skipped = "no_speech"
                 continue
             all_segments = self.segments(segments, len(a) / SAMPLE_RATE)
+            if r.speech is not None:
+                for seg in all_segments:
+                    seg.start_s, seg.end_s = vad.tighten(seg.start_s, seg.end_s, r.speech)
             if row_words is not None:
                 attach_words(all_segments, row_words)
             kept = [s for s in all_segments if not is_non_speech_text(s.text)

@@ -44,3 +44,14 @@ def speech_spans(samples: np.ndarray, opts: VadOptions = VadOptions()) -> list[t
 
 def overlaps(start: float, end: float, spans: list[tuple[float, float]], slack: float = 0.2) -> bool:
     return any(start < hi + slack and end > lo - slack for lo, hi in spans)
+
+
+def tighten(start: float, end: float, spans: list[tuple[float, float]]) -> tuple[float, float]:
+    """Pull a segment's ends in to the (padded) speech it covers: Whisper's segment timestamps often
+    include the silence before and after the words."""
+    covered = [(lo, hi) for lo, hi in spans if lo < end and hi > start]
+    if not covered:
+        return start, end
+    new_start = max(start, min(lo for lo, _ in covered))
+    new_end = min(end, max(hi for _, hi in covered))
+    return (round(new_start, 3), round(new_end, 3)) if new_start <= new_end else (start, end)

@@ -42,3 +42,13 @@ def test_drop_repeats_collapses_loops_only():
     segs = [RawSegment(i, i + 1, t) for i, t in enumerate(["a b", "c d", "a b", "c d", "e f", "a b"])]
     assert [s.text for s in drop_repeats(segs, window=4)] == ["a b", "c d", "e f"]
     assert drop_repeats([]) == []
+
+
+def test_vad_tightening_pulls_segment_ends_to_speech():
+    from pipeline.vad import tighten
+
+    spans = [(1.2, 4.0), (6.5, 9.0)]
+    assert tighten(0.0, 5.0, spans) == (1.2, 4.0)
+    assert tighten(0.0, 10.0, spans) == (1.2, 9.0)
+    assert tighten(4.5, 6.0, spans) == (4.5, 6.0)  # no speech under it: left alone (the VAD filter decides)
+    assert tighten(2.0, 3.0, spans) == (2.0, 3.0)  # inside speech: unchanged
