@@ -98,13 +98,36 @@ def quantized_self_draft(main: WhisperForConditionalGeneration) -> WhisperForCau
     return torch.ao.quantization.quantize_dynamic(draft, {torch.nn.Linear}, dtype=torch.qint8)
 
 
-def _is_causal_lm(ref: ResolvedModel) -> bool:
+ENCODER_SHAPE = ("d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim", "num_mel_bins",
+                 "max_source_positions")
+
+
+def _config(ref: ResolvedModel) -> dict:
     local = Path(ref.location) / "config.json"
-    if local.is_file():
-        archs = json.loads(local.read_text()).get("architectures") or []
-    else:
-        archs = AutoConfig.from_pretrained(ref.location).architectures or []
-    return any("CausalLM" in a for a in archs)
+    try:
+        return json.loads(local.read_text()) if local.is_file() else AutoConfig.from_pretrained(ref.location).to_dict()
+    except OSError as exc:
+        raise ModelUnavailable(f"cannot read the config of {ref.name!r}: {exc}\n{OFFLINE_HINT}") from exc
+
+
+def assistant_class(assistant_config: dict, main_config) -> type:
+    """Decoder-only (reads the main encoder's output) whenever that is possible.
+
+    A Distil-Whisper checkpoint keeps its teacher's encoder, so only its decoder is
+    needed. An assistant with an encoder of its own shape (tiny drafting for large) is
+    refused for now: transformers 5.x's assisted generation mis-decodes timestamps
+    with such a seq2seq assistant (even an exact copy of the main model gives other
+    tokens), which would break podscribe's promise of the main model's exact output.
+    """
+    if any("CausalLM" in a for a in assistant_config.get("architectures") or []):
+        return WhisperForCausalLM
+    if all(assistant_config.get(k) == getattr(main_config, k) for k in ENCODER_SHAPE):
+        return WhisperForCausalLM
+    raise ModelUnavailable(
+        "this assistant has an encoder of another shape than the main model's; transformers' assisted "
+        "generation mis-decodes timestamps with such a seq2seq assistant, so podscribe does not use it yet. "
+        f"Use an assistant from the same family (Distil-Whisper for large-v3), --assistant {SELF_INT8}, "
+        "or --assistant none.")
 
 
 def load_assistant(name: str, main: WhisperForConditionalGeneration, processor: WhisperProcessor,
@@ -113,8 +136,7 @@ def load_assistant(name: str, main: WhisperForConditionalGeneration, processor: 
         return quantized_self_draft(main)
     ref = resolve(name, cache_dir)
     check_same_tokenizer(processor, _processor(ref), name)
-    cls = WhisperForCausalLM if _is_causal_lm(ref) else WhisperForConditionalGeneration
-    return _from_pretrained(cls, ref, runtime)
+    return _from_pretrained(assistant_class(_config(ref), main.config), ref, runtime)
 
 
 def load_models(model: str | None, assistant: str | None, runtime: Runtime,
