@@ -169,7 +169,6 @@ class Transcriber:
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot take language={options.language!r}")
         if not self.multilingual and options.task == "translate":
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot translate")
-        self.seq2seq_assistant = models.assistant is not None and models.assistant.config.is_encoder_decoder
 
     # -- public -----------------------------------------------------------------
 
