@@ -34,6 +34,7 @@ def _quiet_libraries() -> None:
     import transformers
 
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()  # "Loading weights" bars: ours are in audio time
     warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.ao\..*")
     warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
 
