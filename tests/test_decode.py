@@ -46,13 +46,14 @@ def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech
 
 
 def test_real_base_with_int8_self_draft_is_token_identical(base_models, base_self_int8, speech_pieces):
-    alone, plain = _tokens(base_models, speech_pieces)
-    assisted, results = _tokens(base_self_int8, speech_pieces)
+    alone, plain = _tokens(base_models, speech_pieces, word_timestamps=True)
+    assisted, results = _tokens(base_self_int8, speech_pieces, word_timestamps=True)
     assert assisted == alone
     for r, p in zip(results, plain):
         assert r.draft_calls > 0 and r.accepted > 0
         assert r.main_calls < len(r.tokens) / 2, "a good draft should save most main calls"
         assert [s.text for s in r.segments] == [s.text for s in p.segments]
+        assert [s.words for s in r.segments] == [s.words for s in p.segments]  # timings come from the main model
 
 
 def test_language_is_detected_when_not_given(base_models, clips):
