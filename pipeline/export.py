@@ -226,10 +226,18 @@ def export_job(job_dir: Path, formats: list[str], out_dir: Path | None = None,
         name = stem if stems.count(stem) == 1 else f"{stem}-{row['file_id'][:8]}"
         segments = segments_by_file.get(row["file_id"], [])
         cues, timed = build_cues(segments, rules, row["duration_s"])
-        render = {"srt": lambda: to_srt(cues), "vtt": lambda: to_vtt(cues, timed), "txt": lambda: to_txt(segments),
-                  "json": lambda: to_json(row, segments, cues, timed)}
         for fmt in formats:
             path = out_dir / f"{name}.{fmt}"
-            atomic_write_bytes(path, render[fmt]().encode("utf-8"))
+            atomic_write_bytes(path, _render(fmt, row, segments, cues, timed).encode("utf-8"))
             written.append(path)
     return written
+
+
+def _render(fmt: str, row: dict, segments: list[dict], cues: list[Cue], timed: bool) -> str:
+    if fmt == "srt":
+        return to_srt(cues)
+    if fmt == "vtt":
+        return to_vtt(cues, timed)
+    if fmt == "txt":
+        return to_txt(segments)
+    return to_json(row, segments, cues, timed)

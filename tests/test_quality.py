@@ -6,7 +6,6 @@ import difflib
 
 import numpy as np
 import pyarrow.dataset as ds
-import pytest
 
 from helpers import write_wav
 from pipeline import audio
