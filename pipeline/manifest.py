@@ -192,6 +192,9 @@ class JobDir:
                 rows[row["piece"]] = row
         return rows
 
+    def has_partial(self, file_id: str) -> bool:
+        return any((self.root / "partial" / file_id).glob("batch-*.parquet"))
+
     def drop_partial(self, file_id: str) -> None:
         shutil.rmtree(self.root / "partial" / file_id, ignore_errors=True)
 
@@ -218,12 +221,6 @@ class JobDir:
 
     def file_rows(self) -> list[dict]:
         return self.read("files").to_pylist()
-
-    def file_status(self, file_id: str) -> str | None:
-        path = self.table_path("files", file_id)
-        if not path.is_file():
-            return None
-        return pq.read_table(path, columns=["status"]).column("status")[0].as_py()
 
     def read(self, table: str) -> pa.Table:
         folder = self.root / table

@@ -126,6 +126,7 @@ class FileContext:
     cut: CutOptions
     job: JobDir
     stop: threading.Event
+    probed: audio.AudioInfo | AudioError
     bar: tqdm | None = None
     checkpoint: bool = True
 
@@ -207,9 +208,9 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
 
 def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     """Decode one input; raise AudioError for bad input."""
-    if ctx.ref.error:
-        raise AudioError(ctx.ref.error)
-    info = audio.probe(ctx.ref.path)
+    if isinstance(ctx.probed, AudioError):
+        raise ctx.probed
+    info = ctx.probed
     warnings: list[str] = []
     done = list(_decoded_pieces(ctx, info, warnings))
     if not done:
@@ -321,17 +322,14 @@ def _plan(refs: list[InputRef], job: JobDir, options: JobOptions, summary: JobSu
     return todo
 
 
-def _probe_duration(ref: InputRef) -> float:
+def _probe(ref: InputRef) -> audio.AudioInfo | AudioError:
+    """Probed once per file: for the progress total, then for decoding (an error becomes its failed row)."""
     if ref.error:
-        return 0.0
+        return AudioError(ref.error)
     try:
-        return audio.probe(ref.path).duration_s or 0.0
-    except AudioError:
-        return 0.0
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2f} h"
+        return audio.probe(ref.path)
+    except AudioError as exc:
+        return exc
 
 
 def run(inputs: list[str], options: JobOptions, models: Models | None = None,
@@ -352,7 +350,8 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
     transcriber = Transcriber(models, options.decode)
     summary = JobSummary(Path(options.out_dir))
     todo = _plan(refs, job, options, summary)
-    durations = {id(ref): _probe_duration(ref) for ref, _ in todo}
+    probed = {id(ref): _probe(ref) for ref, _ in todo}
+    durations = {key: 0.0 if isinstance(info, AudioError) else info.duration_s or 0.0 for key, info in probed.items()}
     with tqdm(total=round(sum(durations.values()) / 3600, 3), unit="h", desc="job", disable=not options.progress,
               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
               position=0) as job_bar:
@@ -360,7 +359,8 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
             with tqdm(total=round(durations[id(ref)], 1), unit="s", desc=ref.path.name[:40], leave=False,
                       disable=not options.progress, position=1,
                       bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]") as file_bar:
-                ctx = FileContext(ref, file_id, transcriber, options.cut, job, stop, file_bar, options.checkpoint_pieces)
+                ctx = FileContext(ref, file_id, transcriber, options.cut, job, stop, probed[id(ref)], file_bar,
+                                  options.checkpoint_pieces)
                 _run_one(ctx, summary)
             job_bar.update(round(durations[id(ref)] / 3600, 3))
     if options.subtitles:

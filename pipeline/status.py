@@ -64,7 +64,7 @@ def job_status(root: Path) -> JobStatus:
         if file_id in rows:
             continue
         st.pending += 1
-        st.in_progress += bool(job.read_partial(file_id))
+        st.in_progress += job.has_partial(file_id)
         try:
             st.audio_left_s += audio.probe(path).duration_s or 0.0
         except AudioError:
