@@ -29,10 +29,10 @@ import numpy as np
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
-from . import vad
-from .audio import SAMPLE_RATE, rms_db
-from .models.load import Models
-from .timing import Word, word_timings
+from .. import vad
+from ..audio import SAMPLE_RATE, rms_db
+from ..models.load import Models
+from ..timing import Word, word_timings
 
 TIME_PRECISION = 0.02
 

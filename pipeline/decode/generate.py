@@ -1,0 +1,165 @@
+"""Whisper generation with podscribe's own loop: prompts, passes over a piece, segments.
+
+``Generator.generate`` returns what transformers' ``WhisperForConditionalGeneration.generate``
+returns for greedy decoding of short-form (<= 30 s) input with ``return_segments=True`` —
+token for token, segment for segment — whether or not an assistant drafts:
+
+- one **pass** decodes the 30 s window from ``seek``. When the tokens end on a
+  closed segment pair (``<|t1|><|t1|>``) or run out without closing, transformers
+  does not trust the unfinished rest: it moves ``seek`` to the last timestamp and
+  decodes the window again from there (features shifted and zero-padded, encoder
+  rerun). That rule is reproduced here (``split_segments`` is its
+  ``_retrieve_segment``), so a piece may take two or more passes;
+- the segment times are ``seek`` (in 10 ms feature frames) plus the timestamp tokens.
+
+Assistants: a decoder-only draft (Distil-Whisper's decoder, the int8 self-draft)
+reads the main encoder's output; a seq2seq draft (tiny drafting for large) runs
+its own encoder on its own features — transformers gets that kind wrong with
+timestamps, this loop does not (tests/test_speculative.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+
+from ..audio import SAMPLE_RATE
+from ..models.load import Models
+from .lean import LeanDecoder
+from .rules import WhisperRules
+from .speculative import DraftPolicy, RowStats, greedy
+
+TIME_PRECISION = 0.02  # seconds per timestamp token
+FRAME_S = 0.01  # seconds per feature frame
+INPUT_STRIDE = 2  # feature frames per encoder position
+
+
+@dataclass
+class Generated:
+    tokens: list[int]  # all passes' segment tokens (transformers' ``sequences`` row), no end-of-text
+    segments: list[dict]  # {"start", "end" (s, piece-relative), "tokens" (list)}
+    stats: RowStats = field(default_factory=RowStats)
+    passes: int = 0
+
+
+def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames: int) -> tuple[list[dict], int]:
+    """transformers' ``_retrieve_segment``: segments of one pass and how far ``seek`` moves (frames)."""
+    is_ts = [t >= ts_begin for t in seq]
+    single_ending = is_ts[-2:] == [False, True]
+    cuts = [i + 1 for i in range(len(is_ts) - 1) if is_ts[i] and is_ts[i + 1]]
+    if not cuts:  # one segment: up to the last timestamp if any (but <|0.00|>), else the whole window
+        stamps = [t for t, ts in zip(seq, is_ts) if ts]
+        last = stamps[-1] - ts_begin if stamps and stamps[-1] != ts_begin else int(window_frames * FRAME_S / TIME_PRECISION)
+        return [{"start": offset_s, "end": offset_s + last * TIME_PRECISION, "tokens": seq}], window_frames
+    if single_ending:
+        cuts.append(len(seq))
+    else:
+        cuts[-1] += 1
+    segments, begin = [], 0
+    for i, cut in enumerate(cuts):
+        part = seq[begin:cut]
+        end_index = -1 if i < len(cuts) - 1 or single_ending else -2
+        segments.append({"start": offset_s + (part[0] - ts_begin) * TIME_PRECISION,
+                         "end": offset_s + (part[end_index] - ts_begin) * TIME_PRECISION, "tokens": part})
+        begin = cut
+    if single_ending:
+        return segments, window_frames
+    return segments, (seq[begin - 2] - ts_begin) * INPUT_STRIDE
+
+
+class Generator:
+    def __init__(self, models: Models, timestamps: bool = True, use_assistant: bool = True,
+                 policy: DraftPolicy | None = None):
+        self.models = models
+        main = models.main
+        self.gen = main.generation_config
+        self.timestamps = timestamps
+        self.rules = WhisperRules(self.gen, main.config.vocab_size, timestamps, models.runtime.device)
+        self.max_length = min(self.gen.max_length or 448, main.config.max_target_positions)
+        self.window = main.config.max_source_positions * INPUT_STRIDE  # 3000 frames
+        self.main = LeanDecoder(main)
+        assistant = models.assistant if use_assistant else None
+        self.draft = LeanDecoder(assistant) if assistant is not None else None
+        self.seq2seq_draft = isinstance(assistant, WhisperForConditionalGeneration)
+        self.draft_model = assistant
+        self.draft_extractor = None
+        if self.seq2seq_draft and assistant.config.num_mel_bins != main.config.num_mel_bins:
+            self.draft_extractor = WhisperFeatureExtractor(feature_size=assistant.config.num_mel_bins)
+        self.policy = policy or DraftPolicy()
+
+    def draft_features(self, audio: list[np.ndarray]) -> torch.Tensor | None:
+        """Features for a seq2seq draft whose mel bins differ from the main model's (else None: reuse the main's)."""
+        if self.draft_extractor is None:
+            return None
+        feats = self.draft_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+        return feats.to(self.models.runtime.device, self.draft_model.dtype)
+
+    def prompt(self, language: str | None, task: str = "transcribe") -> list[int]:
+        ids = [self.gen.decoder_start_token_id]
+        if getattr(self.gen, "is_multilingual", False):
+            ids += [self.gen.lang_to_id[f"<|{language}|>"], self.gen.task_to_id[task]]
+        if not self.timestamps:
+            ids.append(self.gen.no_timestamps_token_id)
+        return ids
+
+    @torch.inference_mode()
+    def generate(self, features: torch.Tensor, prompts: list[list[int]], encoded: torch.Tensor | None = None,
+                 draft_features: torch.Tensor | None = None) -> list[Generated]:
+        """Decode rows of 3000-frame features. ``encoded``: the main encoder's output for them, if at hand."""
+        rows = features.shape[0]
+        out = [Generated([], []) for _ in range(rows)]
+        seek = [0] * rows
+        pending = list(range(rows))
+        first = True
+        while pending:
+            feats = self._window(features, pending, seek)
+            enc = encoded if first and encoded is not None else self.models.main.get_encoder()(feats).last_hidden_state
+            self.main.start(enc, self.max_length + self.policy.max_draft + 2)
+            if self.draft is not None:
+                self.draft.start(self._draft_encoded(feats, draft_features, pending, seek, enc),
+                                 self.max_length + self.policy.max_draft + 2)
+            ids = torch.tensor([prompts[b] for b in pending], device=features.device)
+            decoded = greedy(self.main, ids, self.rules, self.max_length, self.draft, self.policy)
+            self.main.release()
+            if self.draft is not None:
+                self.draft.release()
+            still = []
+            for j, b in enumerate(pending):
+                window = min(self.window, features.shape[-1] - seek[b])
+                segs, moved = split_segments(decoded.tokens[j], self.rules.ts_begin, seek[b] * TIME_PRECISION / INPUT_STRIDE, window)
+                g = out[b]
+                g.segments += segs
+                g.passes += 1
+                _add(g.stats, decoded.stats[j])
+                seek[b] += moved
+                if self.timestamps and moved > 0 and seek[b] < features.shape[-1]:
+                    still.append(b)
+            pending, first = still, False
+        for g in out:
+            g.tokens = [t for s in g.segments for t in s["tokens"]]
+        return out
+
+    def _window(self, features, rows, seek) -> torch.Tensor:
+        """Each row's features from its seek on, zero-padded to the model's window (transformers' way)."""
+        parts = []
+        for b in rows:
+            part = features[b : b + 1, :, seek[b] : seek[b] + self.window]
+            parts.append(F.pad(part, (0, self.window - part.shape[-1])))
+        return torch.cat(parts)
+
+    def _draft_encoded(self, feats, draft_features, rows, seek, main_encoded) -> torch.Tensor:
+        if not self.seq2seq_draft:
+            return main_encoded
+        own = feats if draft_features is None else self._window(draft_features, rows, seek)
+        return self.draft_model.get_encoder()(own.to(self.draft_model.dtype)).last_hidden_state
+
+
+def _add(total: RowStats, more: RowStats) -> None:
+    total.main_calls += more.main_calls
+    total.draft_calls += more.draft_calls
+    total.drafted += more.drafted
+    total.accepted += more.accepted

@@ -1,0 +1,101 @@
+"""transformers' own Whisper ``generate``: the reference podscribe's loop is identical to.
+
+Not used by the pipeline; the tests compare token ids with it and ``bench/`` times it.
+Greedy (``num_beams=1`` set explicitly: the ASR pipeline would otherwise default to
+beam search, which silently disables an assistant), ``return_segments=True``.
+transformers' assisted generation is batch-size 1, so with an assistant rows go one by one.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from transformers.modeling_outputs import BaseModelOutput
+
+
+class CallCounter:
+    """Counts forward calls of a module while active (proves that an assistant really ran)."""
+
+    def __init__(self, module: torch.nn.Module | None):
+        self.calls = 0
+        self._module = module
+
+    @contextmanager
+    def active(self):
+        if self._module is None:
+            yield self
+            return
+        handle = self._module.register_forward_hook(lambda *_: self._bump())
+        try:
+            yield self
+        finally:
+            handle.remove()
+
+    def _bump(self):
+        self.calls += 1
+
+
+@contextmanager
+def reuse_encoder(model, features: torch.Tensor, encoded: torch.Tensor):
+    """Let ``generate`` reuse encoder states computed already for exactly these features
+    (``generate`` must get ``input_features``: its batch bookkeeping slices them)."""
+    encoder = model.get_encoder()
+    original = encoder.forward
+
+    def forward(input_features=None, *args, **kwargs):
+        if input_features is not None and input_features.shape == features.shape and torch.equal(input_features, features):
+            return BaseModelOutput(last_hidden_state=encoded)
+        return original(input_features, *args, **kwargs)
+
+    encoder.forward = forward
+    try:
+        yield
+    finally:
+        del encoder.forward
+
+
+def generate_kwargs(model, languages: list[str | None], timestamps: bool = True, task: str = "transcribe") -> dict:
+    kwargs = dict(num_beams=1, do_sample=False, return_timestamps=timestamps)
+    if getattr(model.generation_config, "is_multilingual", False):
+        kwargs.update(language=languages if len(set(languages)) > 1 else languages[0], task=task)
+    return kwargs
+
+
+def _strip(row: list[int], eot: int, prompt_len: int = 0) -> list[int]:
+    row = row[prompt_len:]
+    return row[: row.index(eot)] if eot in row else row
+
+
+@torch.inference_mode()
+def hf_generate(model, features: torch.Tensor, languages: list[str | None], timestamps: bool = True,
+                assistant=None, encoded: torch.Tensor | None = None, task: str = "transcribe"):
+    """Per row: (token ids after the prompt without end-of-text, segment dicts, (main calls, draft calls))."""
+    eot = model.generation_config.eos_token_id
+    main_counter, draft_counter = CallCounter(model), CallCounter(assistant)
+    if encoded is None:
+        encoded = model.get_encoder()(features).last_hidden_state
+    groups = [list(range(features.shape[0]))] if assistant is None else [[i] for i in range(features.shape[0])]
+    out = []
+    for rows in groups:
+        main_counter.calls = draft_counter.calls = 0
+        feats = features[rows]
+        extra = {"assistant_model": assistant} if assistant is not None else {}
+        with main_counter.active(), draft_counter.active(), reuse_encoder(model, feats, encoded[rows]):
+            res = model.generate(input_features=feats, return_segments=True, **extra,
+                                 **generate_kwargs(model, [languages[i] for i in rows], timestamps, task))
+        if isinstance(res, dict) and "segments" in res:
+            seqs, segs = res["sequences"].tolist(), res["segments"]
+            prompt_len = 0
+        else:  # one pass without timestamps: a ModelOutput / tensor of prompt + tokens
+            seqs = (res.sequences if hasattr(res, "sequences") else res).tolist()
+            segs = [None] * len(rows)
+            prompt_len = _prompt_len(model, timestamps)
+        for row, seg in zip(seqs, segs):
+            out.append((_strip(row, eot, prompt_len), seg, (main_counter.calls, draft_counter.calls)))
+    return out
+
+
+def _prompt_len(model, timestamps: bool) -> int:
+    multilingual = getattr(model.generation_config, "is_multilingual", False)
+    return 1 + (2 if multilingual else 0) + (0 if timestamps else 1)

@@ -1,0 +1,108 @@
+"""Whisper's logits rules, vectorised over rows *and* draft positions.
+
+The same rules transformers' Whisper ``generate`` applies for greedy decoding —
+``SuppressTokensAtBeginLogitsProcessor``, ``SuppressTokensLogitsProcessor`` and
+``WhisperTimeStampLogitsProcessor``, in that order — but without their Python
+loop over the whole sequence at every step: each row carries a small state
+(tokens generated, whether the last two were timestamps, the last timestamp),
+updated per accepted token. ``tests/test_speculative.py`` checks the result
+against transformers' own processors on many random sequences.
+
+A verification pass scores k+1 positions of a row at once; position j must be
+processed as if the row already held its first j draft tokens, so the state is
+stepped through the drafts (``expand``) before the masks are built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class RuleState:
+    """Per-row state after the tokens generated so far ([B] tensors)."""
+
+    n_gen: torch.Tensor  # tokens generated after the prompt
+    last_ts: torch.Tensor  # bool: the last generated token is a timestamp
+    pen_ts: torch.Tensor  # bool: fewer than 2 generated, or the one before the last is a timestamp
+    ts_last: torch.Tensor  # the last timestamp token generated, -1 if none
+
+    @classmethod
+    def initial(cls, rows: int, device) -> RuleState:
+        return cls(torch.zeros(rows, dtype=torch.long, device=device), torch.zeros(rows, dtype=torch.bool, device=device),
+                   torch.ones(rows, dtype=torch.bool, device=device),
+                   torch.full((rows,), -1, dtype=torch.long, device=device))
+
+    def select(self, rows: torch.Tensor) -> RuleState:
+        return RuleState(self.n_gen[rows], self.last_ts[rows], self.pen_ts[rows], self.ts_last[rows])
+
+    def select_at(self, index: torch.Tensor) -> RuleState:
+        """From [B, Q] states, each row's state at position index[b]."""
+        pick = index[:, None]
+        return RuleState(*(t.gather(1, pick)[:, 0] for t in (self.n_gen, self.last_ts, self.pen_ts, self.ts_last)))
+
+
+class WhisperRules:
+    def __init__(self, generation_config, vocab_size: int, timestamps: bool, device):
+        g = generation_config
+        self.timestamps = timestamps
+        self.eot = g.eos_token_id
+        self.no_timestamps = g.no_timestamps_token_id
+        self.ts_begin = self.no_timestamps + 1
+        self.max_initial = getattr(g, "max_initial_timestamp_index", None)
+        self.vocab = torch.arange(vocab_size, device=device)
+        self.always = torch.zeros(vocab_size, dtype=torch.bool, device=device)
+        if g.suppress_tokens:
+            self.always[torch.tensor(g.suppress_tokens, device=device)] = True
+        if timestamps:
+            self.always[self.no_timestamps] = True
+        self.at_begin = torch.zeros(vocab_size, dtype=torch.bool, device=device)
+        if g.begin_suppress_tokens:
+            self.at_begin[torch.tensor(g.begin_suppress_tokens, device=device)] = True
+        if timestamps:  # the first token must be a timestamp, at most max_initial_timestamp_index
+            self.at_begin |= self.vocab < self.ts_begin
+            if self.max_initial is not None:
+                self.at_begin |= self.vocab > self.ts_begin + self.max_initial
+        self.is_text = self.vocab < self.eot
+        self.is_ts = self.vocab >= self.ts_begin
+
+    # -- state ------------------------------------------------------------------
+
+    def advance(self, s: RuleState, token: torch.Tensor) -> RuleState:
+        """The state after appending ``token`` ([B]) to each row."""
+        ts = token >= self.ts_begin
+        return RuleState(s.n_gen + 1, ts, (s.n_gen == 0) | s.last_ts, torch.where(ts, token, s.ts_last))
+
+    def expand(self, s: RuleState, drafts: torch.Tensor) -> RuleState:
+        """States for positions 0..k of a verification pass ([B, k+1] each) given drafts [B, k]."""
+        states = [s]
+        for j in range(drafts.shape[1]):
+            states.append(self.advance(states[-1], drafts[:, j]))
+        return RuleState(*(torch.stack([getattr(x, f) for x in states], 1)
+                           for f in ("n_gen", "last_ts", "pen_ts", "ts_last")))
+
+    # -- masks ------------------------------------------------------------------
+
+    def apply(self, logits: torch.Tensor, s: RuleState) -> torch.Tensor:
+        """Process logits [B, Q, V] in place with states of shape [B, Q]; returns them."""
+        forbid = self.always.expand_as(logits).clone()
+        forbid |= (s.n_gen == 0)[..., None] & self.at_begin
+        if self.timestamps:
+            pair_closed = s.last_ts & s.pen_ts  # two timestamps in a row: text must follow
+            pair_open = s.last_ts & ~s.pen_ts  # a segment ended: its closing twin or end of text
+            forbid |= pair_closed[..., None] & self.is_ts
+            forbid |= pair_open[..., None] & self.is_text
+            has_ts = s.ts_last >= 0
+            floor = torch.where(has_ts & ~pair_open, s.ts_last + 1, torch.where(has_ts, s.ts_last, self.ts_begin))
+            forbid |= self.is_ts & (self.vocab < floor[..., None])
+        logits.masked_fill_(forbid, NEG_INF)
+        if self.timestamps:
+            logprobs = logits.float().log_softmax(-1)
+            ts_mass = logprobs[..., self.ts_begin:].logsumexp(-1)
+            best_text = logprobs[..., : self.ts_begin].max(-1).values
+            logits[..., : self.ts_begin].masked_fill_((ts_mass > best_text)[..., None], NEG_INF)
+        return logits

@@ -1,0 +1,154 @@
+"""Greedy decoding of a batch of rows, optionally speculative: the main model's tokens, fast.
+
+One loop serves both modes. Each round:
+
+1. the draft (if any) proposes ``k`` tokens per row, greedily and under the same
+   Whisper rules (so it rarely proposes what the rules forbid);
+2. the main model scores, in **one** forward pass for all rows, each row's last
+   committed token followed by its k drafts — k+1 positions per row;
+3. the rules are applied to every position as if the drafts before it were
+   already in the row, and the main model's greedy choice is taken at each;
+4. each row keeps its drafts up to the first disagreement and then the main
+   model's own token there (so every round gains at least one token per row).
+
+The committed tokens are therefore exactly those of greedy decoding with the
+main model alone: a draft token only survives where the main model would have
+picked it. Rows keep their own lengths in the KV caches (see ``lean.py``); a row
+that rejects early costs the others nothing but the k+1-wide verify pass they
+share. Finished rows (end of text, or the 448-token limit) leave the batch.
+
+``k`` adapts to what the batch accepts: +2 when every row accepted all drafts,
+-1 when the rows accepted less than half on average (min 1, max ``max_draft``).
+With no draft, k is 0 and a round is a plain greedy step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .lean import LeanDecoder
+from .rules import RuleState, WhisperRules
+
+
+@dataclass
+class RowStats:
+    main_calls: int = 0  # main-model forward passes this row took part in
+    draft_calls: int = 0  # draft forward passes this row took part in
+    drafted: int = 0  # draft tokens proposed for this row
+    accepted: int = 0  # of those, kept
+
+
+@dataclass
+class DraftPolicy:
+    start: int = 5
+    max_draft: int = 15
+    min_draft: int = 1
+
+    def next(self, k: int, accepted: torch.Tensor) -> int:
+        if bool((accepted >= k).all()):
+            return min(self.max_draft, k + 2)
+        if float(accepted.float().mean()) < k / 2:
+            return max(self.min_draft, k - 1)
+        return k
+
+
+@dataclass
+class Decoded:
+    tokens: list[list[int]]  # per row: generated ids after the prompt, without end-of-text
+    finished: list[bool]  # per row: ended with end-of-text (False: stopped at the length limit)
+    stats: list[RowStats] = field(default_factory=list)
+
+
+@torch.inference_mode()
+def greedy(main: LeanDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int,
+           draft: LeanDecoder | None = None, policy: DraftPolicy = DraftPolicy()) -> Decoded:
+    """Decode rows whose encoder output is already loaded into ``main`` (and ``draft``) via ``start``.
+
+    ``prompts``: [B, P] — every row's prompt has the same length. ``max_length``
+    counts the prompt too (Whisper's 448).
+    """
+    device = prompts.device
+    rows, plen = prompts.shape
+    k = policy.start if draft is not None else 0
+    capacity = max_length + policy.max_draft + 2
+    tokens = torch.full((rows, capacity), rules.eot, dtype=torch.long, device=device)
+    tokens[:, :plen] = prompts
+    length = torch.full((rows,), plen, dtype=torch.long, device=device)
+    state = RuleState.initial(rows, device)
+    live = torch.arange(rows, device=device)  # original row index of each row still in the batch
+    out_tokens: list[list[int]] = [[] for _ in range(rows)]
+    finished = [False] * rows
+    stats = [RowStats() for _ in range(rows)]
+    if plen > 1:  # prefill all but the last prompt token; the first round feeds that one
+        main.forward(prompts[:, :-1], torch.zeros(rows, dtype=torch.long, device=device))
+    draft_len = torch.zeros(rows, dtype=torch.long, device=device)  # draft cache valid below this
+    while live.numel():
+        room = int((max_length - length).min())  # tokens every row may still add
+        kk = min(k, room - 1) if draft is not None else 0
+        drafts = _draft(draft, tokens, length, draft_len, state, rules, kk) if kk > 0 else None
+        feed = tokens.gather(1, (length - 1)[:, None])
+        if drafts is not None:
+            feed = torch.cat([feed, drafts], 1)
+        logits = main.forward(feed, length - 1)
+        states = rules.expand(state, drafts) if drafts is not None else _unsqueeze(state)
+        target = rules.apply(logits, states).argmax(-1)  # [B, kk+1]
+        if drafts is not None:
+            accepted = (drafts == target[:, :-1]).long().cumprod(1).sum(1)
+            draft_len = length + accepted.clamp(max=kk - 1)
+        else:
+            accepted = torch.zeros(live.numel(), dtype=torch.long, device=device)
+        # the row gains target[:accepted+1]: its accepted drafts (equal to the main model's choices) and the main
+        # model's own token after them — cut at end of text and at the length limit
+        steps = torch.arange(kk + 1, device=device)
+        tokens.scatter_(1, length[:, None] + steps, target)
+        is_eot = (target == rules.eot) & (steps <= accepted[:, None])
+        gained = torch.where(is_eot.any(1), is_eot.long().argmax(1) + 1, accepted + 1)
+        gained = torch.minimum(gained, max_length - length)
+        done = is_eot.any(1) | (length + gained >= max_length)
+        state = rules.advance(states.select_at(accepted), target.gather(1, accepted[:, None])[:, 0])
+        length = length + gained
+        for b, a, g in zip(live.tolist(), accepted.tolist(), gained.tolist()):
+            s = stats[b]
+            s.main_calls += 1
+            if kk:
+                s.draft_calls += kk
+                s.drafted += kk
+                s.accepted += min(a, g - 1)
+        if drafts is not None:
+            k = policy.next(kk if kk else k, accepted)
+        if bool(done.any()):
+            for j in done.nonzero()[:, 0].tolist():
+                b = int(live[j])
+                row = tokens[j, plen : int(length[j])].tolist()
+                finished[b] = bool(row) and row[-1] == rules.eot
+                out_tokens[b] = row[:-1] if finished[b] else row
+            keep = (~done).nonzero()[:, 0]
+            live, tokens, length, draft_len = live[keep], tokens[keep], length[keep], draft_len[keep]
+            state = state.select(keep)
+            if live.numel():
+                main.keep(keep)
+                if draft is not None:
+                    draft.keep(keep)
+    return Decoded(out_tokens, finished, stats)
+
+
+def _unsqueeze(s: RuleState) -> RuleState:
+    return RuleState(s.n_gen[:, None], s.last_ts[:, None], s.pen_ts[:, None], s.ts_last[:, None])
+
+
+def _draft(draft: LeanDecoder, tokens, length, draft_len, state: RuleState, rules: WhisperRules, k: int):
+    """k greedy draft tokens per row [B, k]. The draft first catches up on the committed tokens it has not seen."""
+    window = int((length - draft_len).max())
+    start = length - window
+    feed = tokens.gather(1, start[:, None] + torch.arange(window, device=tokens.device))
+    logits = draft.forward(feed, start)[:, -1:]
+    out = []
+    for i in range(k):
+        token = rules.apply(logits, _unsqueeze(state)).argmax(-1)[:, 0]
+        out.append(token)
+        if i + 1 < k:
+            state = rules.advance(state, token)
+            logits = draft.forward(token[:, None], length + i)
+    return torch.stack(out, 1)
