@@ -83,7 +83,7 @@ class Generator:
         self.window = main.config.max_source_positions * INPUT_STRIDE  # 3000 frames
         self.main = LeanDecoder(main)
         assistant = models.assistant if use_assistant else None
-        self.draft = LeanDecoder(assistant) if assistant is not None else None
+        self.draft = LeanDecoder(assistant, exact=False) if assistant is not None else None
         self.seq2seq_draft = isinstance(assistant, WhisperForConditionalGeneration)
         self.draft_model = assistant
         self.draft_extractor = None

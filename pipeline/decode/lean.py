@@ -25,9 +25,40 @@ import torch
 import torch.nn.functional as F
 
 
+def _dense(linear: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Float weight and bias of a Linear, dequantized if it is a dynamic-quantized one."""
+    if isinstance(linear, torch.ao.nn.quantized.dynamic.Linear):
+        return linear.weight().dequantize(), linear.bias()
+    return linear.weight.detach().float(), None if linear.bias is None else linear.bias.detach().float()
+
+
+def fused_qkv(attn: torch.nn.Module) -> torch.nn.Module:
+    """One projection for query (pre-scaled), key and value: one call instead of three (drafts only:
+    the fused product is not bit-identical to three separate ones)."""
+    parts = [(attn.q_proj, attn.scaling), (attn.k_proj, 1.0), (attn.v_proj, 1.0)]
+    weights, biases = [], []
+    for linear, scale in parts:
+        w, b = _dense(linear)
+        weights.append(w * scale)
+        biases.append((b if b is not None else torch.zeros(w.shape[0])) * scale)
+    fused = torch.nn.Linear(weights[0].shape[1], 3 * weights[0].shape[0])
+    with torch.no_grad():
+        fused.weight.copy_(torch.cat(weights))
+        fused.bias.copy_(torch.cat(biases))
+    if isinstance(attn.q_proj, torch.ao.nn.quantized.dynamic.Linear):
+        qconfig = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
+        return torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(fused), qconfig)[0]
+    return fused.to(attn.q_proj.weight.device, attn.q_proj.weight.dtype)
+
+
 class LeanDecoder:
-    def __init__(self, model: torch.nn.Module):
-        """``model``: WhisperForConditionalGeneration or WhisperForCausalLM (its decoder and proj_out are used)."""
+    def __init__(self, model: torch.nn.Module, exact: bool = True):
+        """``model``: WhisperForConditionalGeneration or WhisperForCausalLM (its decoder and proj_out are used).
+
+        ``exact=False`` (drafts): fused query/key/value projections, and on CPUs with bf16 units the
+        cross-attention keys/values in bf16 (half the bytes read per step). A draft only proposes;
+        the main model, always exact, decides.
+        """
         decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.model.decoder
         self.decoder = decoder
         self.proj_out = model.proj_out
@@ -40,6 +71,13 @@ class LeanDecoder:
         self.self_v: list[torch.Tensor] = []
         self.cross_k: list[torch.Tensor] = []
         self.cross_v: list[torch.Tensor] = []
+        qkv = None if exact else [fused_qkv(layer.self_attn) for layer in self.layers]
+        self.ops = [_LayerOps(layer, None if qkv is None else qkv[i], self.scaling) for i, layer in enumerate(self.layers)]
+        self.final_norm = _norm(decoder.layer_norm)
+        self.project = _linear(self.proj_out)
+        self.cross_dtype = self.dtype
+        if not exact and self.dtype == torch.float32 and _cpu_bf16():
+            self.cross_dtype = torch.bfloat16
 
     @property
     def dtype(self) -> torch.dtype:
@@ -53,8 +91,10 @@ class LeanDecoder:
         """New batch: cross-attention keys/values from the encoder output, an empty self-attention cache."""
         encoded = encoded.to(self.dtype)
         rows = encoded.shape[0]
-        self.cross_k = [self._split(layer.encoder_attn.k_proj(encoded)).contiguous() for layer in self.layers]
-        self.cross_v = [self._split(layer.encoder_attn.v_proj(encoded)).contiguous() for layer in self.layers]
+        self.cross_k = [self._split(layer.encoder_attn.k_proj(encoded)).to(self.cross_dtype).contiguous()
+                        for layer in self.layers]
+        self.cross_v = [self._split(layer.encoder_attn.v_proj(encoded)).to(self.cross_dtype).contiguous()
+                        for layer in self.layers]
         shape = (rows, self.heads, capacity, self.head_dim)
         self.self_k = [torch.zeros(shape, dtype=self.dtype, device=encoded.device) for _ in self.layers]
         self.self_v = [torch.zeros(shape, dtype=self.dtype, device=encoded.device) for _ in self.layers]
@@ -79,20 +119,56 @@ class LeanDecoder:
         keys = torch.arange(width, device=ids.device)
         mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, width]: causal, per row
         index = pos[:, None, :, None].expand(rows, self.heads, q, self.head_dim)
-        for i, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            h = layer.self_attn_layer_norm(x)
-            query = self._split(attn.q_proj(h) * self.scaling)
-            self.self_k[i].scatter_(2, index, self._split(attn.k_proj(h)))
-            self.self_v[i].scatter_(2, index, self._split(attn.v_proj(h)))
-            out = F.scaled_dot_product_attention(query, self.self_k[i][:, :, :width], self.self_v[i][:, :, :width],
-                                                 attn_mask=mask, scale=1.0)
-            x = x + attn.out_proj(out.transpose(1, 2).reshape(rows, q, -1))
-            cross = layer.encoder_attn
-            h = layer.encoder_attn_layer_norm(x)
-            query = self._split(cross.q_proj(h) * self.scaling)
-            out = F.scaled_dot_product_attention(query, self.cross_k[i], self.cross_v[i], scale=1.0)
-            x = x + cross.out_proj(out.transpose(1, 2).reshape(rows, q, -1))
-            h = layer.final_layer_norm(x)
-            x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
-        return self.proj_out(self.decoder.layer_norm(x))
+        split = self._split
+        for i, op in enumerate(self.ops):
+            h = op.norm1(x)
+            if op.qkv is None:
+                query, key, value = op.q(h) * self.scaling, op.k(h), op.v(h)
+            else:
+                query, key, value = op.qkv(h).chunk(3, dim=-1)
+            self.self_k[i].scatter_(2, index, split(key))
+            self.self_v[i].scatter_(2, index, split(value))
+            out = F.scaled_dot_product_attention(split(query), self.self_k[i][:, :, :width],
+                                                 self.self_v[i][:, :, :width], attn_mask=mask, scale=1.0)
+            x = x + op.o(out.transpose(1, 2).reshape(rows, q, -1))
+            query = split(op.cross_q(op.norm2(x)) * self.scaling).to(self.cross_dtype)
+            out = F.scaled_dot_product_attention(query, self.cross_k[i], self.cross_v[i], scale=1.0).to(x.dtype)
+            x = x + op.cross_o(out.transpose(1, 2).reshape(rows, q, -1))
+            x = x + op.fc2(op.act(op.fc1(op.norm3(x))))
+        return self.project(self.final_norm(x))
+
+
+class _LayerOps:
+    """A decoder layer's weights as plain functions: no module dispatch on the hot path."""
+
+    def __init__(self, layer, qkv, scaling: float):
+        attn, cross = layer.self_attn, layer.encoder_attn
+        self.norm1, self.norm2, self.norm3 = (_norm(n) for n in (layer.self_attn_layer_norm,
+                                                                  layer.encoder_attn_layer_norm, layer.final_layer_norm))
+        self.q, self.k, self.v, self.o = (_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj))
+        self.qkv = None if qkv is None else _linear(qkv)
+        self.cross_q, self.cross_o = _linear(cross.q_proj), _linear(cross.out_proj)
+        self.fc1, self.fc2 = _linear(layer.fc1), _linear(layer.fc2)
+        self.act = layer.activation_fn
+
+
+def _linear(module: torch.nn.Module):
+    if isinstance(module, torch.ao.nn.quantized.dynamic.Linear) and module._packed_params.dtype == torch.qint8:
+        packed = module._packed_params._packed_params
+        return lambda x: torch.ops.quantized.linear_dynamic(x, packed, reduce_range=True)
+    if type(module) is torch.nn.Linear:
+        weight, bias = module.weight, module.bias
+        return lambda x: F.linear(x, weight, bias)
+    return module
+
+
+def _norm(module: torch.nn.LayerNorm):
+    shape, weight, bias, eps = module.normalized_shape, module.weight, module.bias, module.eps
+    return lambda x: F.layer_norm(x, shape, weight, bias, eps)
+
+
+def _cpu_bf16() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False

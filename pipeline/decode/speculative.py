@@ -24,6 +24,7 @@ With no draft, k is 0 and a round is a plain greedy step.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -42,16 +43,46 @@ class RowStats:
 
 @dataclass
 class DraftPolicy:
-    start: int = 5
+    """Chooses the draft length k from what it measures: the per-token agreement of draft and main
+    (decayed counts) and the time of a draft step and of a verify pass of each width. Each round
+    it picks, among k-2..k+2, the k with the most expected tokens per second:
+    E(k) = (1 - a^(k+1)) / (1 - a) tokens for k*draft_step + verify(k+1) seconds."""
+
+    start: int = 4
+    k: int | None = None  # the current choice, carried from batch to batch
     max_draft: int = 15
     min_draft: int = 1
+    agree: float = 9.0  # decayed count of drafted tokens the main model agreed with
+    disagree: float = 1.0  # ... and of first disagreements
+    draft_step: float | None = None  # seconds, decayed mean
+    verify: dict[int, float] = field(default_factory=dict)  # width -> seconds, decayed mean
 
-    def next(self, k: int, accepted: torch.Tensor) -> int:
-        if bool((accepted >= k).all()):
-            return min(self.max_draft, k + 2)
-        if float(accepted.float().mean()) < k / 2:
-            return max(self.min_draft, k - 1)
-        return k
+    @property
+    def agreement(self) -> float:
+        return self.agree / (self.agree + self.disagree)
+
+    def observe(self, k: int, accepted: list[int], draft_s: float, verify_s: float) -> None:
+        self.agree = 0.9 * self.agree + sum(min(a, k) for a in accepted)
+        self.disagree = 0.9 * self.disagree + sum(a < k for a in accepted)
+        self.draft_step = _mean(self.draft_step, draft_s / k)
+        self.verify[k + 1] = _mean(self.verify.get(k + 1), verify_s)
+
+    def _verify_cost(self, width: int) -> float:
+        if width in self.verify:
+            return self.verify[width]
+        near = min(self.verify, key=lambda w: abs(w - width))  # unseen width: 10% more per extra position
+        return self.verify[near] * max(1.0, 1 + 0.1 * (width - near))
+
+    def next(self, k: int) -> int:
+        if self.draft_step is None or not self.verify:
+            return k
+        a = min(self.agreement, 0.999)
+        candidates = range(max(self.min_draft, k - 2), min(self.max_draft, k + 2) + 1)
+        return max(candidates, key=lambda c: (1 - a ** (c + 1)) / (1 - a) / (c * self.draft_step + self._verify_cost(c + 1)))
+
+
+def _mean(old: float | None, new: float, weight: float = 0.3) -> float:
+    return new if old is None else (1 - weight) * old + weight * new
 
 
 @dataclass
@@ -63,7 +94,7 @@ class Decoded:
 
 @torch.inference_mode()
 def greedy(main: LeanDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int,
-           draft: LeanDecoder | None = None, policy: DraftPolicy = DraftPolicy()) -> Decoded:
+           draft: LeanDecoder | None = None, policy: DraftPolicy | None = None) -> Decoded:
     """Decode rows whose encoder output is already loaded into ``main`` (and ``draft``) via ``start``.
 
     ``prompts``: [B, P] — every row's prompt has the same length. ``max_length``
@@ -71,7 +102,8 @@ def greedy(main: LeanDecoder, prompts: torch.Tensor, rules: WhisperRules, max_le
     """
     device = prompts.device
     rows, plen = prompts.shape
-    k = policy.start if draft is not None else 0
+    policy = policy or DraftPolicy()
+    k = (policy.k or policy.start) if draft is not None else 0
     capacity = max_length + policy.max_draft + 2
     tokens = torch.full((rows, capacity), rules.eot, dtype=torch.long, device=device)
     tokens[:, :plen] = prompts
@@ -87,7 +119,10 @@ def greedy(main: LeanDecoder, prompts: torch.Tensor, rules: WhisperRules, max_le
     while live.numel():
         room = int((max_length - length).min())  # tokens every row may still add
         kk = min(k, room - 1) if draft is not None else 0
+        t0 = time.perf_counter()
         drafts = _draft(draft, tokens, length, draft_len, state, rules, kk) if kk > 0 else None
+        kk = drafts.shape[1] if drafts is not None else 0  # fewer when every row drafted its end of text
+        t1 = time.perf_counter()
         feed = tokens.gather(1, (length - 1)[:, None])
         if drafts is not None:
             feed = torch.cat([feed, drafts], 1)
@@ -117,7 +152,8 @@ def greedy(main: LeanDecoder, prompts: torch.Tensor, rules: WhisperRules, max_le
                 s.drafted += kk
                 s.accepted += min(a, g - 1)
         if drafts is not None:
-            k = policy.next(kk if kk else k, accepted)
+            policy.observe(kk, accepted.tolist(), t1 - t0, time.perf_counter() - t1)
+            k = policy.k = policy.next(k)
         if bool(done.any()):
             for j in done.nonzero()[:, 0].tolist():
                 b = int(live[j])
@@ -145,10 +181,14 @@ def _draft(draft: LeanDecoder, tokens, length, draft_len, state: RuleState, rule
     feed = tokens.gather(1, start[:, None] + torch.arange(window, device=tokens.device))
     logits = draft.forward(feed, start)[:, -1:]
     out = []
+    ended = torch.zeros(length.shape[0], dtype=torch.bool, device=length.device)
     for i in range(k):
         token = rules.apply(logits, _unsqueeze(state)).argmax(-1)[:, 0]
         out.append(token)
-        if i + 1 < k:
+        ended |= token == rules.eot
+        if i + 1 < k and not bool(ended.all()):  # nothing to draft past every row's end of text
             state = rules.advance(state, token)
             logits = draft.forward(token[:, None], length + i)
+        else:
+            break
     return torch.stack(out, 1)

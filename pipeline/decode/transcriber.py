@@ -1,15 +1,14 @@
 """Decode stage: pieces of audio → token ids, piece-relative timestamped segments and stats.
 
-Greedy decoding (``num_beams=1``, set explicitly: the ASR pipeline would
-otherwise default to beam search, which silently disables an assistant) with
-Whisper's timestamp rules. Per batch:
+Greedy decoding with Whisper's timestamp rules, token for token what
+transformers' ``generate`` gives with the main model alone. Per batch:
 
 1. pieces quieter than ``silence_db``, or where Silero VAD hears no voice,
    are not decoded at all;
 2. the encoder runs once; one decoder step on ``<|startoftranscript|>`` gives
    the no-speech probability and, when no language is given, the language;
-3. ``generate`` produces the tokens — batched without an assistant, one piece
-   at a time with one (transformers' assisted generation is batch-size 1);
+3. podscribe's own loop (``generate.py``) produces the tokens for the whole
+   batch — speculatively when there is an assistant (``speculative.py``);
 4. one teacher-forced decoder pass scores the tokens (average log-probability),
    and Whisper's rule (no-speech prob high *and* log-prob low) drops silence;
    the same with a looping text (compression ratio > 2.4) drops music that
@@ -22,17 +21,16 @@ from __future__ import annotations
 
 import re
 import zlib
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from transformers.modeling_outputs import BaseModelOutput
 
 from .. import vad
 from ..audio import SAMPLE_RATE, rms_db
 from ..models.load import Models
 from ..timing import Word, word_timings
+from .generate import Generator
 
 TIME_PRECISION = 0.02
 
@@ -76,53 +74,11 @@ class PieceResult:
     compression_ratio: float = 0.0
     skipped: str | None = None  # "silence" | "no_voice" (VAD) | "no_speech" (Whisper): no text on purpose
     speech: list[tuple[float, float]] | None = None  # VAD spans, piece-relative
-    main_calls: int = 0
-    draft_calls: int = 0
-    accepted: int = 0
-
-
-class CallCounter:
-    """Counts forward calls of a module while active (proves that an assistant really ran)."""
-
-    def __init__(self, module: torch.nn.Module | None):
-        self.calls = 0
-        self._module = module
-
-    @contextmanager
-    def active(self):
-        if self._module is None:
-            yield self
-            return
-        handle = self._module.register_forward_hook(lambda *_: self._bump())
-        try:
-            yield self
-        finally:
-            handle.remove()
-
-    def _bump(self):
-        self.calls += 1
-
-
-@contextmanager
-def reuse_encoder(model, features: torch.Tensor, encoded: torch.Tensor):
-    """Let ``generate`` reuse encoder states computed already for exactly these features.
-
-    ``generate`` must get ``input_features`` (its batch bookkeeping slices them),
-    but the encoder is half the cost of a piece on CPU: compute it once.
-    """
-    encoder = model.get_encoder()
-    original = encoder.forward
-
-    def forward(input_features=None, *args, **kwargs):
-        if input_features is not None and input_features.shape == features.shape and torch.equal(input_features, features):
-            return BaseModelOutput(last_hidden_state=encoded)
-        return original(input_features, *args, **kwargs)
-
-    encoder.forward = forward
-    try:
-        yield
-    finally:
-        del encoder.forward
+    main_calls: int = 0  # main-model decoder forward passes this piece took part in
+    draft_calls: int = 0  # draft-model forward passes this piece took part in
+    drafted: int = 0  # draft tokens proposed
+    accepted: int = 0  # draft tokens kept (each equal to the main model's own choice)
+    passes: int = 0  # decoding passes over the piece (transformers' seek rule may add a second)
 
 
 def _special(tokenizer, *names: str) -> int | None:
@@ -152,7 +108,7 @@ def drop_repeats(segments: list[RawSegment], window: int = 4) -> list[RawSegment
 
 
 class Transcriber:
-    def __init__(self, models: Models, options: DecodeOptions = DecodeOptions()):
+    def __init__(self, models: Models, options: DecodeOptions = DecodeOptions(), use_assistant: bool = True):
         self.models = models
         self.options = options
         tok = models.tokenizer
@@ -169,6 +125,7 @@ class Transcriber:
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot take language={options.language!r}")
         if not self.multilingual and options.task == "translate":
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot translate")
+        self.generator = Generator(models, timestamps=True, use_assistant=use_assistant)
 
     # -- public -----------------------------------------------------------------
 
@@ -201,7 +158,7 @@ class Transcriber:
         no_speech, languages = self._probe(encoded)
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
-        generated = self._generate(features, encoded, languages, results)
+        generated = self._generate(features, encoded, languages, audio, results)
         self._score(encoded, languages, [tokens for tokens, _ in generated], results)
         words = self._words(encoded, languages, generated, audio, results)
         for r, (tokens, segments), a, row_words in zip(results, generated, audio, words):
@@ -252,47 +209,14 @@ class Transcriber:
         best = lang_ids[logits[:, lang_ids].argmax(-1)].tolist()
         return no_speech, [self.id_to_lang[i] for i in best]
 
-    def generate_kwargs(self, languages: list[str | None]) -> dict:
-        kwargs = dict(num_beams=1, do_sample=False, return_timestamps=True)
-        if self.multilingual:
-            kwargs.update(language=languages if len(set(languages)) > 1 else languages[0], task=self.options.task)
-        return kwargs
-
-    def _generate(self, features, encoded, languages, results) -> list[tuple[list[int], list]]:
-        """Returns (token ids, transformers' segment dicts) per row.
-
-        ``return_segments=True``: when a pass ends on a segment start (the model
-        wants more context), generate decodes the rest of the piece in a second
-        pass whose timestamps restart at zero; its segments carry absolute times.
-        """
-        main, assistant = self.models.main, self.models.assistant
-        main_counter, draft_counter = CallCounter(main), CallCounter(assistant)
-        if assistant is None:
-            with main_counter.active(), reuse_encoder(main, features, encoded):
-                out = main.generate(input_features=features, return_segments=True, **self.generate_kwargs(languages))
-            for r in results:
-                r.main_calls = main_counter.calls  # the batch's calls: every row rode in each
-            return [(self._strip(row), segs) for row, segs in zip(out["sequences"].tolist(), out["segments"])]
-        rows = []
-        for i, r in enumerate(results):
-            main_counter.calls = draft_counter.calls = 0
-            row = features[i : i + 1]
-            with main_counter.active(), draft_counter.active(), reuse_encoder(main, row, encoded[i : i + 1]):
-                out = main.generate(input_features=row, assistant_model=assistant, return_segments=True,
-                                    **self.generate_kwargs([languages[i]]))
-            tokens = self._strip(out["sequences"][0].tolist())
-            rows.append((tokens, out["segments"][0]))
-            r.main_calls, r.draft_calls = main_counter.calls, draft_counter.calls
-            # each main call yields one token of its own, the rest were accepted drafts (exact for one-pass
-            # pieces; when generate re-decodes a piece's tail, the discarded first pass is not counted)
-            r.accepted = max(0, len(tokens) + 1 - r.main_calls)
-        return rows
-
-    def _strip(self, row: list[int]) -> list[int]:
-        """generate() returns new tokens after the prompt; drop end-of-text and batch padding."""
-        if self.eot in row:
-            row = row[: row.index(self.eot)]
-        return row
+    def _generate(self, features, encoded, languages, audio, results) -> list[tuple[list[int], list[dict]]]:
+        """(token ids, segment dicts) per row, from podscribe's own loop (speculative when there is an assistant)."""
+        prompts = [self._prompt(lang) for lang in languages]
+        generated = self.generator.generate(features, prompts, encoded, self.generator.draft_features(audio))
+        for r, g in zip(results, generated):
+            r.main_calls, r.draft_calls = g.stats.main_calls, g.stats.draft_calls
+            r.drafted, r.accepted, r.passes = g.stats.drafted, g.stats.accepted, g.passes
+        return [(g.tokens, g.segments) for g in generated]
 
     def _score(self, encoded, languages, sequences, results) -> None:
         """Average log-probability of each sequence (with its end-of-text), one teacher-forced pass."""
@@ -311,7 +235,7 @@ class Transcriber:
         """Text segments with piece-relative times, clamped into the piece."""
         out = []
         for seg in generated:
-            ids = [t for t in seg["tokens"].tolist() if t < self.eot]
+            ids = [t for t in seg["tokens"] if t < self.eot]
             text = self.models.tokenizer.decode(ids).strip()
             start = min(float(seg["start"]), duration_s)
             end = min(max(float(seg["end"]), start), duration_s)
