@@ -34,7 +34,8 @@ FILES_SCHEMA = pa.schema([
     ("n_pieces", pa.int32()), ("n_segments", pa.int32()), ("n_words", pa.int32()),
     ("wall_s", pa.float64()), ("realtime_factor", pa.float64()),
     ("model", pa.string()), ("model_sha256", pa.string()), ("assistant", pa.string()), ("runtime", pa.string()),
-    ("main_calls", pa.int64()), ("draft_calls", pa.int64()), ("accepted", pa.int64()),
+    ("decode_mode", pa.string()),
+    ("main_calls", pa.int64()), ("draft_calls", pa.int64()), ("drafted", pa.int64()), ("accepted", pa.int64()),
     ("finished_at", pa.string()),
 ])
 
@@ -53,7 +54,8 @@ PIECES_SCHEMA = pa.schema([
     ("start_sample", pa.int64()), ("end_sample", pa.int64()),
     ("language", pa.string()), ("skipped", pa.string()), ("no_speech_prob", pa.float32()),
     ("avg_logprob", pa.float32()), ("compression_ratio", pa.float32()), ("n_tokens", pa.int32()),
-    ("main_calls", pa.int32()), ("draft_calls", pa.int32()), ("accepted", pa.int32()),
+    ("main_calls", pa.int32()), ("draft_calls", pa.int32()), ("drafted", pa.int32()), ("accepted", pa.int32()),
+    ("passes", pa.int32()),
 ])
 
 # A decoded piece as persisted before its file is finished: the pieces columns plus what

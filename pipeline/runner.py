@@ -142,11 +142,6 @@ def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
         yield batch
 
 
-def _batch_size(transcriber: Transcriber) -> int:
-    # transformers' assisted generation decodes one piece at a time; batching only pays without it
-    return 1 if transcriber.models.assistant is not None else transcriber.options.batch_size
-
-
 def _to_partial(file_id: str, piece: Piece, r: PieceResult) -> dict:
     row = _piece_row(file_id, piece, r)
     row.update(n_samples=piece.n_samples, tokens=r.tokens,
@@ -163,7 +158,7 @@ def _from_partial(row: dict) -> tuple[Piece, PieceResult]:
                              None if s["words"] is None else [Word(**w) for w in s["words"]]) for s in row["segments"]],
         language=row["language"], no_speech_prob=row["no_speech_prob"], avg_logprob=row["avg_logprob"],
         compression_ratio=row["compression_ratio"], skipped=row["skipped"], main_calls=row["main_calls"],
-        draft_calls=row["draft_calls"], accepted=row["accepted"])
+        draft_calls=row["draft_calls"], drafted=row.get("drafted") or 0, accepted=row["accepted"], passes=row.get("passes") or 0)
     return piece, result
 
 
@@ -182,7 +177,7 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
     The last batch of a file is not checkpointed: the whole file is consolidated right after it.
     """
     persisted = ctx.job.read_partial(ctx.file_id)
-    batches = _batches(audio.pieces(ctx.ref.path, ctx.cut, info.duration_s, warnings), _batch_size(ctx.transcriber))
+    batches = _batches(audio.pieces(ctx.ref.path, ctx.cut, info.duration_s, warnings), ctx.transcriber.options.batch_size)
     for batch, last in _lookahead(batches):
         known = [persisted.get(p.index) for p in batch]
         if all(k is not None and k["start_sample"] == p.start_sample and k["n_samples"] == p.n_samples
@@ -228,7 +223,7 @@ def _file_row(duration, done, segments: list[Segment], warnings) -> dict:
         "duration_s": round(duration, 3), "language": max(set(languages), key=languages.count) if languages else None,
         "n_pieces": len(done), "n_segments": len(segments), "n_words": sum(len(s.text.split()) for s in segments),
         "main_calls": sum(r.main_calls for _, r in done), "draft_calls": sum(r.draft_calls for _, r in done),
-        "accepted": sum(r.accepted for _, r in done),
+        "drafted": sum(r.drafted for _, r in done), "accepted": sum(r.accepted for _, r in done),
     }
 
 
@@ -250,7 +245,7 @@ def _piece_row(file_id: str, p: Piece, r: PieceResult) -> dict:
             "end_sample": p.end_sample, "language": r.language, "skipped": r.skipped,
             "no_speech_prob": r.no_speech_prob, "avg_logprob": r.avg_logprob,
             "compression_ratio": r.compression_ratio, "n_tokens": len(r.tokens), "main_calls": r.main_calls,
-            "draft_calls": r.draft_calls, "accepted": r.accepted}
+            "draft_calls": r.draft_calls, "drafted": r.drafted, "accepted": r.accepted, "passes": r.passes}
 
 
 def _base_row(ref: InputRef, file_id: str, models: Models) -> dict:
@@ -276,7 +271,7 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
         log.debug("decoding %s failed:\n%s", ctx.ref.path, traceback.format_exc())
         outcome, segments, pieces = {"status": "failed", "error": f"decoding failed: {type(exc).__name__}: {exc}"}, [], []
     wall = time.monotonic() - t0
-    row.update(outcome, wall_s=round(wall, 3), finished_at=_now())
+    row.update(outcome, wall_s=round(wall, 3), finished_at=_now(), decode_mode=ctx.transcriber.mode)
     if row.get("duration_s"):
         row["realtime_factor"] = round(row["duration_s"] / max(wall, 1e-9), 3)
     ctx.job.write_file(row, segments, pieces)

@@ -56,7 +56,7 @@ def reuse_encoder(model, features: torch.Tensor, encoded: torch.Tensor):
 
 
 def generate_kwargs(model, languages: list[str | None], timestamps: bool = True, task: str = "transcribe") -> dict:
-    kwargs = dict(num_beams=1, do_sample=False, return_timestamps=timestamps)
+    kwargs = {"num_beams": 1, "do_sample": False, "return_timestamps": timestamps}
     if getattr(model.generation_config, "is_multilingual", False):
         kwargs.update(language=languages if len(set(languages)) > 1 else languages[0], task=task)
     return kwargs

@@ -30,6 +30,7 @@ from .. import vad
 from ..audio import SAMPLE_RATE, rms_db
 from ..models.load import Models
 from ..timing import Word, word_timings
+from . import auto
 from .generate import Generator
 
 TIME_PRECISION = 0.02
@@ -125,7 +126,12 @@ class Transcriber:
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot take language={options.language!r}")
         if not self.multilingual and options.task == "translate":
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot translate")
-        self.generator = Generator(models, timestamps=True, use_assistant=use_assistant)
+        use_assistant = use_assistant and models.assistant is not None
+        self.plain = Generator(models, timestamps=True, use_assistant=False)
+        self.speculative = Generator(models, timestamps=True) if use_assistant else None
+        self.choice: auto.Choice | None = None
+        if not models.auto:
+            self.choice = auto.fixed(use_assistant, options.batch_size, models.assistant_name if use_assistant else None)
 
     # -- public -----------------------------------------------------------------
 
@@ -210,13 +216,28 @@ class Transcriber:
         return no_speech, [self.id_to_lang[i] for i in best]
 
     def _generate(self, features, encoded, languages, audio, results) -> list[tuple[list[int], list[dict]]]:
-        """(token ids, segment dicts) per row, from podscribe's own loop (speculative when there is an assistant)."""
+        """(token ids, segment dicts) per row, from podscribe's own loop (speculative when chosen)."""
         prompts = [self._prompt(lang) for lang in languages]
-        generated = self.generator.generate(features, prompts, encoded, self.generator.draft_features(audio))
+        draft_features = self.speculative.draft_features(audio) if self.speculative is not None else None
+        if self.choice is None:
+            self.choice = auto.calibrate(self.plain, self.speculative, features, encoded, prompts,
+                                         self.options.batch_size, self.models.assistant_name, draft_features)
+        generator = self.speculative if self.choice.speculative else self.plain
+        size = self.choice.batch_size
+        generated = []
+        for i in range(0, len(prompts), size):
+            part = slice(i, i + size)
+            generated += generator.generate(features[part], prompts[part], encoded[part],
+                                            None if draft_features is None else draft_features[part])
         for r, g in zip(results, generated):
             r.main_calls, r.draft_calls = g.stats.main_calls, g.stats.draft_calls
             r.drafted, r.accepted, r.passes = g.stats.drafted, g.stats.accepted, g.passes
         return [(g.tokens, g.segments) for g in generated]
+
+    @property
+    def mode(self) -> str:
+        """How pieces are decoded (for the manifest): plain or speculative, batch size, auto's measurements."""
+        return self.choice.describe() if self.choice is not None else "auto (not calibrated yet)"
 
     def _score(self, encoded, languages, sequences, results) -> None:
         """Average log-probability of each sequence (with its end-of-text), one teacher-forced pass."""

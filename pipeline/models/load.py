@@ -19,8 +19,10 @@ from ..runtime import Runtime
 from .registry import OFFLINE_HINT, ModelUnavailable, ResolvedModel, resolve
 
 SELF_INT8 = "self-int8"
+AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
 CPU_DEFAULTS = ("base", None)
+AUTO_CANDIDATES = {"cuda": "distil-whisper/distil-large-v3", "cpu": SELF_INT8}  # what `auto` measures against plain
 
 
 @dataclass
@@ -31,6 +33,7 @@ class Models:
     main_ref: ResolvedModel
     assistant_name: str | None
     runtime: Runtime
+    auto: bool = False  # the assistant is a candidate: use it only where calibration shows it is faster
 
     @property
     def tokenizer(self):
@@ -40,7 +43,7 @@ class Models:
         return {
             "model": self.main_ref.name,
             "model_sha256": self.main_ref.fingerprint,
-            "assistant": self.assistant_name,
+            "assistant": f"{AUTO}:{self.assistant_name}" if self.auto else self.assistant_name,
             "runtime": self.runtime.describe(),
         }
 
@@ -111,23 +114,18 @@ def _config(ref: ResolvedModel) -> dict:
 
 
 def assistant_class(assistant_config: dict, main_config) -> type:
-    """Decoder-only (reads the main encoder's output) whenever that is possible.
+    """Decoder-only (reads the main encoder's output) whenever that is possible, else seq2seq.
 
     A Distil-Whisper checkpoint keeps its teacher's encoder, so only its decoder is
-    needed. An assistant with an encoder of its own shape (tiny drafting for large) is
-    refused for now: transformers 5.x's assisted generation mis-decodes timestamps
-    with such a seq2seq assistant (even an exact copy of the main model gives other
-    tokens), which would break podscribe's promise of the main model's exact output.
+    needed. An assistant with an encoder of its own shape (tiny drafting for large)
+    runs that encoder on its own features: podscribe's loop handles both kinds
+    (transformers' assisted generation mis-decodes timestamps with the second).
     """
     if any("CausalLM" in a for a in assistant_config.get("architectures") or []):
         return WhisperForCausalLM
     if all(assistant_config.get(k) == getattr(main_config, k) for k in ENCODER_SHAPE):
         return WhisperForCausalLM
-    raise ModelUnavailable(
-        "this assistant has an encoder of another shape than the main model's; transformers' assisted "
-        "generation mis-decodes timestamps with such a seq2seq assistant, so podscribe does not use it yet. "
-        f"Use an assistant from the same family (Distil-Whisper for large-v3), --assistant {SELF_INT8}, "
-        "or --assistant none.")
+    return WhisperForConditionalGeneration
 
 
 def load_assistant(name: str, main: WhisperForConditionalGeneration, processor: WhisperProcessor,
@@ -150,5 +148,9 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime,
         assistant = default_assistant
     if assistant in (None, "none", ""):
         return Models(main, processor, None, main_ref, None, runtime)
+    if assistant == AUTO:  # a candidate; the job measures whether drafting with it pays (decode/auto.py)
+        candidate = AUTO_CANDIDATES["cuda" if runtime.is_cuda else "cpu"]
+        draft = load_assistant(candidate, main, processor, runtime, cache_dir)
+        return Models(main, processor, draft, main_ref, candidate, runtime, auto=True)
     draft = load_assistant(assistant, main, processor, runtime, cache_dir)
     return Models(main, processor, draft, main_ref, assistant, runtime)
