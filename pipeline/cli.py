@@ -66,12 +66,14 @@ def job_options(flags_default_none: bool):
                           "id. Default: openai/whisper-large-v3 on CUDA, base on CPU."),
         click.option("--assistant", default=d("assistant"), show_default=show,
                      help=f"Draft model for speculative decoding: a model like --model, '{SELF_INT8}' (the main "
-                          "model's own int8 decoder), or 'none'. 'default': distil-large-v3 on CUDA, none on CPU."),
+                          "model's own int8 decoder), 'auto' (measure on the first pieces whether drafting beats "
+                          "plain batched decoding, keep the faster; the same tokens either way), or 'none'. "
+                          "'default': distil-large-v3 on CUDA, none on CPU."),
         click.option("--device", default=d("device"), show_default=show, help="auto, cpu, cuda or cuda:N."),
         click.option("--dtype", default=d("dtype"), show_default=show,
                      help="auto (fp16 on CUDA, fp32 on CPU), float32, float16, bfloat16."),
         click.option("--batch-size", default=d("batch_size"), show_default=show, type=click.IntRange(1, 64),
-                     help="Pieces decoded together (without an assistant)."),
+                     help="Pieces decoded together (with an assistant too; with 'auto', the largest it may pick)."),
         click.option("--language", default=None, help="Language code (en, nl, de, ...). Default: detected per piece."),
         click.option("--task", type=click.Choice(["transcribe", "translate"]), default=d("task"), show_default=show),
         click.option("--min-piece", type=float, default=d("min_piece"), show_default=show,

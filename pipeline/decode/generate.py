@@ -79,7 +79,8 @@ class Generator:
         self.gen = main.generation_config
         self.timestamps = timestamps
         self.rules = WhisperRules(self.gen, main.config.vocab_size, timestamps, models.runtime.device)
-        self.max_length = min(self.gen.max_length or 448, main.config.max_target_positions)
+        self.max_length = self.gen.max_length or main.config.max_target_positions
+        self.max_positions = main.config.max_target_positions
         self.window = main.config.max_source_positions * INPUT_STRIDE  # 3000 frames
         self.main = LeanDecoder(main)
         assistant = models.assistant if use_assistant else None
@@ -114,16 +115,20 @@ class Generator:
         out = [Generated([], []) for _ in range(rows)]
         seek = [0] * rows
         pending = list(range(rows))
-        first = True
+        first, npass = True, 0
         while pending:
+            npass += 1
+            # transformers lets each pass run to max_length plus the prompt (its generate adds the prompt length
+            # to its copy of max_length once per pass), never past the 448 positions: 448 for Whisper's defaults
+            limit = min(self.max_length + npass * len(prompts[0]), self.max_positions)
             feats = self._window(features, pending, seek)
             enc = encoded if first and encoded is not None else self.models.main.get_encoder()(feats).last_hidden_state
-            self.main.start(enc, self.max_length + self.policy.max_draft + 2)
+            self.main.start(enc, limit + self.policy.max_draft + 2)
             if self.draft is not None:
                 self.draft.start(self._draft_encoded(feats, draft_features, pending, seek, enc),
-                                 self.max_length + self.policy.max_draft + 2)
+                                 limit + self.policy.max_draft + 2)
             ids = torch.tensor([prompts[b] for b in pending], device=features.device)
-            decoded = greedy(self.main, ids, self.rules, self.max_length, self.draft, self.policy)
+            decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy)
             self.main.release()
             if self.draft is not None:
                 self.draft.release()

@@ -67,8 +67,6 @@ class WhisperRules:
             self.at_begin |= self.vocab < self.ts_begin
             if self.max_initial is not None:
                 self.at_begin |= self.vocab > self.ts_begin + self.max_initial
-        self.is_text = self.vocab < self.eot
-        self.is_ts = self.vocab >= self.ts_begin
 
     # -- state ------------------------------------------------------------------
 
@@ -88,21 +86,25 @@ class WhisperRules:
     # -- masks ------------------------------------------------------------------
 
     def apply(self, logits: torch.Tensor, s: RuleState) -> torch.Tensor:
-        """Process logits [B, Q, V] in place with states of shape [B, Q]; returns them."""
-        forbid = self.always.expand_as(logits).clone()
-        forbid |= (s.n_gen == 0)[..., None] & self.at_begin
+        """Process logits [B, Q, V] in place with states of shape [B, Q]; returns them.
+
+        Masks are written into slices (text part, timestamp part) rather than built over the whole
+        vocabulary per rule: this runs once per draft step and once per verify pass."""
+        logits.masked_fill_(self.always, NEG_INF)
+        first = s.n_gen == 0
+        if bool(first.any()):
+            logits.masked_fill_(first[..., None] & self.at_begin, NEG_INF)
         if self.timestamps:
+            tb = self.ts_begin
             pair_closed = s.last_ts & s.pen_ts  # two timestamps in a row: text must follow
             pair_open = s.last_ts & ~s.pen_ts  # a segment ended: its closing twin or end of text
-            forbid |= pair_closed[..., None] & self.is_ts
-            forbid |= pair_open[..., None] & self.is_text
+            logits[..., tb:].masked_fill_(pair_closed[..., None], NEG_INF)
+            logits[..., : self.eot].masked_fill_(pair_open[..., None], NEG_INF)
             has_ts = s.ts_last >= 0
-            floor = torch.where(has_ts & ~pair_open, s.ts_last + 1, torch.where(has_ts, s.ts_last, self.ts_begin))
-            forbid |= self.is_ts & (self.vocab < floor[..., None])
-        logits.masked_fill_(forbid, NEG_INF)
-        if self.timestamps:
-            logprobs = logits.float().log_softmax(-1)
-            ts_mass = logprobs[..., self.ts_begin:].logsumexp(-1)
-            best_text = logprobs[..., : self.ts_begin].max(-1).values
-            logits[..., : self.ts_begin].masked_fill_((ts_mass > best_text)[..., None], NEG_INF)
+            floor = torch.where(has_ts & ~pair_open, s.ts_last + 1, torch.where(has_ts, s.ts_last, tb))
+            logits[..., tb:].masked_fill_(self.vocab[tb:] < floor[..., None], NEG_INF)
+            logprobs = logits.float().log_softmax(-1)  # as transformers computes it, for the same comparison
+            ts_mass = logprobs[..., tb:].logsumexp(-1)
+            best_text = logprobs[..., :tb].max(-1).values
+            logits[..., :tb].masked_fill_((ts_mass > best_text)[..., None], NEG_INF)
         return logits

@@ -1,0 +1,114 @@
+"""transformers' ASR pipeline, routed through podscribe's decoder.
+
+    from pipeline.decode.hf_asr import asr_pipeline
+    asr = asr_pipeline(models)                      # models from pipeline.models.load.load_models
+    asr(["a.wav", "b.mp3"], batch_size=4, return_timestamps=True,
+        generate_kwargs={"assistant_model": draft, "language": "en"})
+
+transformers' own ``generate`` refuses an ``assistant_model`` at batch size > 1
+and gets seq2seq assistants wrong with timestamps. Here the pipeline's model is a
+view of the main model (same weights) whose ``generate`` runs podscribe's loop
+(``generate.py``): greedy, any batch size, either assistant kind, the same token
+ids as transformers' main-alone greedy output. Short-form input only (the
+pipeline's default, or ``chunk_length_s=30``); beam search and sampling are refused.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from ..models.load import Models
+from .generate import Generator
+
+UNSUPPORTED = {"num_beams": 1, "do_sample": False, "return_token_timestamps": False, "temperature": None}
+
+
+class RoutedGenerate:
+    """A drop-in ``generate(input_features=..., **kwargs)`` backed by podscribe's Generator."""
+
+    def __init__(self, models: Models):
+        self.models = models
+        self._generators: dict[tuple, Generator] = {}
+        self.last_stats = []  # per row of the last call: RowStats (main calls, drafted, accepted)
+
+    def _generator(self, assistant, timestamps: bool) -> Generator:
+        key = (id(assistant), timestamps)
+        if key not in self._generators:
+            m = self.models
+            self._generators[key] = Generator(Models(m.main, m.processor, assistant, m.main_ref, None, m.runtime),
+                                              timestamps=timestamps)
+        return self._generators[key]
+
+    @torch.inference_mode()
+    def __call__(self, input_features=None, attention_mask=None, assistant_model=None, return_timestamps=None,
+                 language=None, task=None, return_segments=False, **kwargs):
+        for key, allowed in UNSUPPORTED.items():
+            if key in kwargs and kwargs.pop(key) not in (allowed, None):
+                raise ValueError(f"podscribe's decoder is greedy only: {key} is not supported")
+        kwargs.pop("generation_config", None)
+        kwargs.pop("pad_token_id", None)
+        if kwargs:
+            raise ValueError(f"podscribe's decoder does not take {sorted(kwargs)}")
+        main = self.models.main
+        window = main.config.max_source_positions * 2
+        if input_features.shape[-1] > window:
+            raise ValueError("podscribe's decoder takes up to 30 s per input: use the pipeline with chunk_length_s=30")
+        features = input_features.to(self.models.runtime.device, main.dtype)
+        timestamps = bool(return_timestamps if return_timestamps is not None
+                          else getattr(main.generation_config, "return_timestamps", False))
+        generator = self._generator(assistant_model, timestamps)
+        rows = features.shape[0]
+        languages = self._languages(language, features) if getattr(main.generation_config, "is_multilingual",
+                                                                      False) else [None] * rows
+        prompts = [generator.prompt(lang, task or "transcribe") for lang in languages]
+        out = generator.generate(features, prompts)
+        self.last_stats = [g.stats for g in out]
+        pad = main.generation_config.pad_token_id
+        width = max(1, max(len(g.tokens) for g in out))
+        sequences = torch.full((rows, width), pad, dtype=torch.long, device=features.device)
+        for i, g in enumerate(out):
+            sequences[i, : len(g.tokens)] = torch.tensor(g.tokens, dtype=torch.long)
+        if not return_segments:
+            return sequences
+        segments = [[{"start": torch.tensor(s["start"], dtype=torch.float64),
+                      "end": torch.tensor(s["end"], dtype=torch.float64),
+                      "tokens": torch.tensor(s["tokens"], dtype=torch.long)} for s in g.segments] for g in out]
+        return {"sequences": sequences, "segments": segments}
+
+    def _languages(self, language, features) -> list[str]:
+        from .transcriber import _language_code
+
+        lang_to_id = self.models.main.generation_config.lang_to_id
+        if language is not None:
+            given = language if isinstance(language, list) else [language] * features.shape[0]
+            return [_language_code(lang, lang_to_id) for lang in given]
+        main = self.models.main
+        encoded = main.get_encoder()(features).last_hidden_state
+        start = torch.full((features.shape[0], 1), main.generation_config.decoder_start_token_id, device=features.device)
+        logits = main(encoder_outputs=(encoded,), decoder_input_ids=start).logits[:, -1]
+        ids = torch.tensor(sorted(lang_to_id.values()), device=logits.device)
+        names = {i: t[2:-2] for t, i in lang_to_id.items()}
+        return [names[int(i)] for i in ids[logits[:, ids].argmax(-1)]]
+
+
+def routed_model(models: Models):
+    """A view of the main model (weights shared, nothing copied) whose ``generate`` is podscribe's."""
+    view = copy.copy(models.main)
+    view.generate = RoutedGenerate(models)
+    return view
+
+
+def asr_pipeline(models: Models, **kwargs):
+    from transformers import pipeline
+
+    tokenizer = copy.deepcopy(models.processor.tokenizer)
+    if tokenizer.pad_token is None:  # batching pads with it; Whisper pads with end-of-text
+        tokenizer.pad_token = tokenizer.eos_token
+    asr = pipeline("automatic-speech-recognition", model=routed_model(models), tokenizer=tokenizer,
+                   feature_extractor=models.processor.feature_extractor, device=models.runtime.device, **kwargs)
+    # the ASR pipeline's own default is beam search (num_beams=5), which would silently turn an assistant off
+    # in transformers; this decoder is greedy, so its pipeline defaults to greedy and refuses beams when asked
+    asr._generation_defaults["num_beams"] = 1
+    return asr

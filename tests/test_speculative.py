@@ -1,0 +1,273 @@
+"""podscribe's own decoding loop gives exactly transformers' greedy tokens, speculative or not, at any batch size.
+
+References are transformers' own ``generate`` (main model alone, or its assisted
+generation at batch 1 where that one is right). Compared: token ids, and the
+segments (start, end, tokens) of the pass logic.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from transformers.generation.logits_process import (
+    SuppressTokensAtBeginLogitsProcessor,
+    SuppressTokensLogitsProcessor,
+    WhisperTimeStampLogitsProcessor,
+)
+
+from helpers import tiny_random_models, with_assistant
+from pipeline import audio
+from pipeline.decode.generate import Generator
+from pipeline.decode.lean import LeanDecoder
+from pipeline.decode.reference import hf_generate
+from pipeline.decode.rules import RuleState, WhisperRules
+from pipeline.decode.speculative import DraftPolicy
+from pipeline.models.load import decoder_only_assistant, quantized_self_draft
+
+BATCH_SIZES = (1, 2, 3, 4, 8)
+
+
+@pytest.fixture(scope="module")
+def pieces(english_human) -> list[np.ndarray]:
+    """8 pieces from 2 s to 30 s: a 2 s cut beside a 30 s one made of several clips (cut mid-speech)."""
+    clips = sorted(english_human, key=lambda c: c.path.name)
+    decoded = [audio.decode(c.path) for c in clips[:12]]
+    joined = np.concatenate(decoded[4:])[: 30 * audio.SAMPLE_RATE]
+    out = [decoded[0][: 2 * audio.SAMPLE_RATE], joined, *decoded[1:4], decoded[0], decoded[10], decoded[11]]
+    assert len(out) == 8 and len(joined) == 30 * audio.SAMPLE_RATE
+    return out
+
+
+def _features(models, pieces) -> torch.Tensor:
+    return models.processor.feature_extractor(pieces, sampling_rate=audio.SAMPLE_RATE,
+                                              return_tensors="pt").input_features
+
+
+def _ours(models, features, timestamps: bool, batch_size: int, use_assistant: bool = True):
+    g = Generator(models, timestamps=timestamps, use_assistant=use_assistant)
+    out = []
+    for i in range(0, features.shape[0], batch_size):
+        part = features[i : i + batch_size]
+        out += g.generate(part, [g.prompt("en")] * part.shape[0])
+    return out
+
+
+def _segments(segs) -> list[tuple]:
+    return [(round(float(s["start"]), 6), round(float(s["end"]), 6), [int(t) for t in s["tokens"]]) for s in segs]
+
+
+def _check(models, features, reference, timestamps: bool, label: str, sizes=BATCH_SIZES):
+    """Our tokens and segments equal the reference at each batch size: all 8 rows at batch 8, the first 4
+    (the 2 s and 30 s pieces among them) at the smaller sizes, to keep the suite short."""
+    for size in sizes:
+        rows = features.shape[0] if size >= 8 else 4
+        ours = _ours(models, features[:rows], timestamps, size)
+        for row, (mine, (tokens, segs, _)) in enumerate(zip(ours, reference[:rows])):
+            assert mine.tokens == tokens, f"{label}, batch {size}, row {row}: token ids differ"
+            if segs is not None:
+                assert _segments(mine.segments) == _segments(segs), f"{label}, batch {size}, row {row}: segments"
+        if models.assistant is not None:
+            assert sum(g.stats.draft_calls for g in ours) > 0, f"{label}: the assistant never ran"
+    return ours
+
+
+def _perturbed(main, seed: int, scale: float = 0.02):
+    draft = decoder_only_assistant(main)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.model.decoder.layers.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+    return draft
+
+
+# -- the rules ---------------------------------------------------------------------
+
+
+def test_rules_equal_transformers_processors(base_models):
+    """Random prefixes (text, timestamps, pairs, <|0.00|>) and logits: same masked logits as transformers'."""
+    gen = copy.deepcopy(base_models.main.generation_config)
+    vocab = base_models.main.config.vocab_size
+    ts_begin = gen.no_timestamps_token_id + 1
+    rng = np.random.default_rng(0)
+    for timestamps in (True, False):
+        prompt = [gen.decoder_start_token_id, gen.lang_to_id["<|en|>"], gen.task_to_id["transcribe"]]
+        if not timestamps:
+            prompt.append(gen.no_timestamps_token_id)
+        rules = WhisperRules(gen, vocab, timestamps, "cpu")
+        processors = [SuppressTokensAtBeginLogitsProcessor(gen.begin_suppress_tokens, len(prompt)),
+                      SuppressTokensLogitsProcessor(gen.suppress_tokens)]
+        if timestamps:
+            processors.append(WhisperTimeStampLogitsProcessor(gen, len(prompt)))
+        for length in range(0, 12):
+            rows = 16
+            seqs = []
+            for _ in range(rows):
+                seq = []
+                for _ in range(length):
+                    pick = rng.random()
+                    seq.append(int(rng.integers(0, 1000)) if pick < 0.5 else
+                               ts_begin if pick < 0.55 else
+                               (seq[-1] if seq and seq[-1] >= ts_begin and pick < 0.75 else
+                                int(ts_begin + rng.integers(0, 1500))))
+                seqs.append(seq)
+            ids = torch.tensor([prompt + s for s in seqs]).reshape(rows, len(prompt) + length)
+            logits = torch.randn(rows, vocab) * 3
+            logits[: rows // 2, ts_begin:] += 4  # timestamp mass high enough to trigger the log-prob rule
+            expected = logits.clone()
+            for proc in processors:
+                expected = proc(ids, expected)
+            state = RuleState.initial(rows, "cpu")
+            for j in range(length):
+                state = rules.advance(state, ids[:, len(prompt) + j])
+            got = rules.apply(logits.clone()[:, None], RuleState(*(t[:, None] for t in (
+                state.n_gen, state.last_ts, state.pen_ts, state.ts_last))))[:, 0]
+            assert torch.equal(torch.isinf(got), torch.isinf(expected)), f"length {length}, timestamps {timestamps}"
+            assert torch.equal(got.argmax(-1), expected.argmax(-1))
+
+
+def test_lean_decoder_logits_equal_transformers_forward(base_models):
+    """Rows at different lengths, fed in uneven chunks, give transformers' logits for their own prefixes."""
+    models = tiny_random_models(base_models, 11)
+    torch.manual_seed(0)
+    encoded = torch.randn(3, 1500, 64)
+    ids = torch.randint(0, 50000, (3, 24))
+    expected = models.main(encoder_outputs=(encoded,), decoder_input_ids=ids).logits
+    lean = LeanDecoder(models.main)
+    lean.start(encoded, 64)
+    lengths = torch.tensor([5, 9, 2])  # per-row prefill
+    width = int(lengths.max())
+    feed = torch.stack([torch.cat([ids[b, : lengths[b]], ids[b, : width - lengths[b]]]) for b in range(3)])
+    # first call: every row starts at 0 with `width` tokens (the tail of short rows is scratch, overwritten later)
+    lean.forward(feed, torch.zeros(3, dtype=torch.long))
+    got = []
+    for step in range(6):  # then 2 tokens per row from each row's own length
+        start = lengths + 2 * step
+        chunk = torch.stack([ids[b, start[b] : start[b] + 2] for b in range(3)])
+        got.append((start, lean.forward(chunk, start)))
+    for start, logits in got:
+        for b in range(3):
+            ref = expected[b, start[b] : start[b] + 2]
+            assert torch.allclose(logits[b], ref, atol=1e-4), "lean forward differs from transformers"
+
+
+# -- token identity ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_tiny_random_pairs(seed, timestamps, base_models, pieces):
+    """Random weights babble until the length limit: it is lowered to 60 tokens (both sides see the same
+    generation config) so that every batch size and draft kind fits in the test time."""
+    main = tiny_random_models(base_models, seed)
+    main.main.generation_config.max_length = 60
+    features = _features(main, pieces)
+    reference = hf_generate(main.main, features, ["en"] * len(pieces), timestamps)
+    drafts = [("decoder-only", _perturbed(main.main, seed)), ("self-int8", quantized_self_draft(main.main)),
+              ("seq2seq", tiny_random_models(base_models, 100 + seed, d_model=32).main)]
+    _check(main, features, reference, timestamps, f"seed {seed} main alone", sizes=(1, 8))
+    for name, draft in drafts:
+        _check(with_assistant(main, draft, name), features, reference, timestamps, f"seed {seed} {name}")
+
+
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_models, pieces):
+    """With Whisper's own limit (448 positions, prompt included) rows stop exactly where transformers stops."""
+    main = tiny_random_models(base_models, 4)
+    features = _features(main, pieces[:3])
+    reference = hf_generate(main.main, features, ["en"] * 3, timestamps)
+    ours = _check(with_assistant(main, quantized_self_draft(main.main), "self-int8"), features, reference,
+                  timestamps, "448 limit", sizes=(1, 3))
+    generated = [g.stats.main_calls + g.stats.accepted for g in ours]  # each main call adds one token of its own
+    assert max(generated) >= 440, "expected rows that run to the limit"
+
+
+@pytest.fixture(scope="module")
+def base_reference(base_models, pieces):
+    features = _features(base_models, pieces)
+    return features, {ts: hf_generate(base_models.main, features, ["en"] * len(pieces), ts) for ts in (True, False)}
+
+
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_base_with_int8_self_draft(timestamps, base_self_int8, base_reference):
+    features, reference = base_reference
+    ours = _check(base_self_int8, features, reference[timestamps], timestamps, "base + self-int8")
+    tokens = sum(len(g.tokens) + 1 for g in ours)
+    assert sum(g.stats.main_calls for g in ours) < tokens / 2, "a good draft saves most main calls"
+    assert sum(g.stats.accepted for g in ours) > 0.5 * sum(g.stats.drafted for g in ours)
+
+
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_base_with_seq2seq_assistants(timestamps, base_models, base_reference):
+    """A draft with its own encoder (and features): transformers 5.x gets this kind wrong with timestamps
+    (docs/ARCHITECTURE.md); podscribe's loop does not. A small random one at every batch size, and the
+    main model's own copy (it agrees on nearly every token; drafts run with bf16 cross-attention) at the
+    smallest and largest."""
+    features, reference = base_reference
+    other = with_assistant(base_models, tiny_random_models(base_models, 21, d_model=32).main, "tiny-seq2seq")
+    _check(other, features, reference[timestamps], timestamps, "base + a random small seq2seq")
+    exact_copy = with_assistant(base_models, copy.deepcopy(base_models.main), "copy-seq2seq")
+    ours = _check(exact_copy, features, reference[timestamps], timestamps, "base + its own copy", sizes=(1, 8))
+    assert sum(g.stats.accepted for g in ours) > 0.8 * sum(g.stats.drafted for g in ours)
+
+
+def test_equal_to_transformers_assisted_generate_at_batch_1(base_models, base_self_int8, base_reference, pieces):
+    features, reference = base_reference
+    rows = [0, 4]
+    hf_assisted = hf_generate(base_models.main, features[rows], ["en"] * len(rows), True, base_self_int8.assistant)
+    ours = _ours(base_self_int8, features[rows], True, 1)
+    assert [g.tokens for g in ours] == [t for t, _, _ in hf_assisted]
+    assert all(calls[1] > 0 for _, _, calls in hf_assisted)
+    tiny = tiny_random_models(base_models, 3)
+    tiny.main.generation_config.max_length = 60
+    draft = with_assistant(tiny, _perturbed(tiny.main, 3), "perturbed")
+    feats = _features(tiny, pieces[:2])
+    hf_assisted = hf_generate(tiny.main, feats, ["en", "en"], True, draft.assistant)
+    assert [g.tokens for g in _ours(draft, feats, True, 1)] == [t for t, _, _ in hf_assisted]
+
+
+def test_rows_of_very_different_lengths_leave_the_batch(base_self_int8, base_reference):
+    """The 2 s row finishes long before the 30 s one; it leaves the batch and stops costing main calls."""
+    features, reference = base_reference
+    ours = _ours(base_self_int8, features[:2], True, 2)
+    assert [g.tokens for g in ours] == [reference[True][0][0], reference[True][1][0]]
+    short, long = ours
+    assert short.stats.main_calls < long.stats.main_calls / 2
+
+
+def test_draft_policy_follows_agreement_and_cost():
+    policy = DraftPolicy(start=4)
+    for _ in range(10):  # the draft always agrees, drafting is cheap: longer drafts
+        policy.observe(4, [4, 4], draft_s=4 * 0.002, verify_s=0.02)
+    assert policy.next(4) > 4
+    policy = DraftPolicy(start=4)
+    for _ in range(10):  # it agrees on one token in three, drafting costs half a verify: shorter drafts
+        policy.observe(4, [0, 1], draft_s=4 * 0.01, verify_s=0.02)
+    assert policy.next(4) < 4
+
+
+def test_transformers_asr_pipeline_routed_through_podscribe(base_models, base_self_int8, pieces):
+    """transformers' ASR pipeline with an assistant_model at batch sizes > 1 (transformers alone refuses it)
+    gives what transformers' own pipeline gives with the main model alone."""
+    from transformers import pipeline as hf_pipeline
+
+    from pipeline.decode.hf_asr import asr_pipeline
+
+    ours = asr_pipeline(base_models)
+    reference = hf_pipeline("automatic-speech-recognition", model=base_models.main, tokenizer=ours.tokenizer,
+                            feature_extractor=base_models.processor.feature_extractor, device="cpu")
+    inputs = [{"raw": p, "sampling_rate": audio.SAMPLE_RATE} for p in pieces[:5]]
+    expected = reference([dict(i) for i in inputs], batch_size=1, return_timestamps=True,
+                         generate_kwargs={"language": "en", "num_beams": 1})
+    assert all(e["chunks"] for e in expected)
+    for size in (1, 4):
+        got = ours([dict(i) for i in inputs], batch_size=size, return_timestamps=True,
+                   generate_kwargs={"language": "en", "assistant_model": base_self_int8.assistant})
+        assert got == expected, f"batch {size}"
+        assert sum(s.drafted for s in ours.model.generate.last_stats) > 0, "the assistant never ran"
+    detected = ours([dict(i) for i in inputs], batch_size=4, return_timestamps=True)  # language detected: en
+    assert detected == expected
+    with pytest.raises(ValueError, match="greedy"):
+        ours([dict(inputs[0])], generate_kwargs={"num_beams": 5})
