@@ -34,7 +34,7 @@ def _tokens(models, pieces, **opts):
     return [r.tokens for r in results], results
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0])  # more seeds, batch sizes and draft kinds: test_speculative.py
 def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech_pieces):
     main = tiny_random_models(base_models, seed)
     pieces = speech_pieces[:1]  # random weights babble to the length limit: one piece is enough

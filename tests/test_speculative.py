@@ -271,3 +271,45 @@ def test_transformers_asr_pipeline_routed_through_podscribe(base_models, base_se
     assert detected == expected
     with pytest.raises(ValueError, match="greedy"):
         ours([dict(inputs[0])], generate_kwargs={"num_beams": 5})
+
+
+def test_jobs_record_speculative_stats_and_the_auto_choice(base_models, base_self_int8, english_human, tmp_path):
+    """A job with an assistant (fixed or auto) writes what it chose and per-piece draft statistics, and the same
+    segments as a plain job."""
+    import dataclasses
+
+    import pyarrow.dataset as ds
+
+    from pipeline.decode import DecodeOptions
+    from pipeline.runner import JobOptions, run
+
+    inputs = [str(c.path) for c in sorted(english_human, key=lambda c: c.path.name)[:3]]
+
+    def job(models, name):
+        out = tmp_path / name
+        summary = run(inputs, JobOptions(out_dir=out, decode=DecodeOptions(language="en", batch_size=2),
+                                         progress=False), models=models)
+        assert summary.done == 3
+        files = ds.dataset(out / "files").to_table().to_pylist()
+        pieces = ds.dataset(out / "pieces").to_table().to_pylist()
+        segments = sorted((r["path"], r["segment"], r["start_s"], r["end_s"], r["text"])
+                          for r in ds.dataset(out / "segments").to_table().to_pylist())
+        return files, pieces, segments
+
+    plain_files, plain_pieces, plain_segments = job(base_models, "plain")
+    assert {f["decode_mode"] for f in plain_files} == {"plain, batch 2"}
+    assert all(p["drafted"] == p["accepted"] == 0 and p["main_calls"] > 0 for p in plain_pieces)
+
+    files, pieces, segments = job(base_self_int8, "self-int8")
+    assert segments == plain_segments
+    assert {f["decode_mode"] for f in files} == {"speculative (self-int8), batch 2"}
+    assert all(0 < p["accepted"] <= p["drafted"] and p["main_calls"] < p["n_tokens"] for p in pieces)
+    assert sum(f["drafted"] for f in files) == sum(p["drafted"] for p in pieces)
+
+    auto = dataclasses.replace(base_self_int8, auto=True)
+    files, pieces, segments = job(auto, "auto")
+    assert segments == plain_segments
+    modes = {f["decode_mode"] for f in files}
+    assert len(modes) == 1 and "(auto: plain@" in modes.pop() and {f["assistant"] for f in files} == {"auto:self-int8"}
+    speculative = "speculative" in files[0]["decode_mode"].split(" (auto")[0]
+    assert all((p["drafted"] > 0) == speculative for p in pieces)
