@@ -12,13 +12,13 @@ import copy
 import numpy as np
 import pytest
 import torch
+from helpers import tiny_random_models, with_assistant
 from transformers.generation.logits_process import (
     SuppressTokensAtBeginLogitsProcessor,
     SuppressTokensLogitsProcessor,
     WhisperTimeStampLogitsProcessor,
 )
 
-from helpers import tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode.generate import Generator
 from pipeline.decode.lean import LeanDecoder
@@ -101,7 +101,7 @@ def test_rules_equal_transformers_processors(base_models):
                       SuppressTokensLogitsProcessor(gen.suppress_tokens)]
         if timestamps:
             processors.append(WhisperTimeStampLogitsProcessor(gen, len(prompt)))
-        for length in range(0, 12):
+        for length in range(12):
             rows = 16
             seqs = []
             for _ in range(rows):
@@ -218,7 +218,7 @@ def test_equal_to_transformers_assisted_generate_at_batch_1(base_models, base_se
     rows = [0, 4]
     hf_assisted = hf_generate(base_models.main, features[rows], ["en"] * len(rows), True, base_self_int8.assistant)
     ours = _ours(base_self_int8, features[rows], True, 1)
-    assert [g.tokens for g in ours] == [t for t, _, _ in hf_assisted]
+    assert [g.tokens for g in ours] == [t for t, _, _ in hf_assisted] == [reference[True][r][0] for r in rows]
     assert all(calls[1] > 0 for _, _, calls in hf_assisted)
     tiny = tiny_random_models(base_models, 3)
     tiny.main.generation_config.max_length = 60

@@ -33,7 +33,6 @@ from ..timing import Word, word_timings
 from . import auto
 from .generate import Generator
 
-TIME_PRECISION = 0.02
 
 
 @dataclass(frozen=True)
