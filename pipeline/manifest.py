@@ -162,12 +162,16 @@ class JobDir:
         path = self.root / "job.json"
         return json.loads(path.read_text()) if path.is_file() else None
 
-    def check_config(self, config: dict) -> None:
-        """Refuse to go on with a job dir made under another configuration, naming what changed."""
+    def check_config(self, config: dict, speed_only: tuple[str, ...] = ()) -> None:
+        """Refuse to go on with a job dir made under another configuration, naming what changed.
+
+        Keys in ``speed_only`` (dotted paths) change how fast, never what: a change there is allowed."""
         old = self.read_job()
         if old is None or old.get("config_hash") == self.config_hash(config):
             return
-        changes = _diff(old.get("config", {}), config)
+        changes = [c for c in _diff(old.get("config", {}), config) if c.split(":")[0] not in speed_only]
+        if not changes:
+            return
         raise ConfigChanged(f"{self.root} was made with another configuration ({'; '.join(changes)}). "
                             "Use the same options to resume, another --out, or --restart to start over.")
 
