@@ -59,6 +59,9 @@ class RoutedGenerate:
         timestamps = bool(return_timestamps if return_timestamps is not None
                           else getattr(main.generation_config, "return_timestamps", False))
         generator = self._generator(assistant_model, timestamps)
+        if generator.draft_extractor is not None:
+            raise ValueError("this assistant has its own mel bins: it needs the audio, which the ASR pipeline does not "
+                             "pass to generate; use podscribe's Transcriber (or the CLI) for it")
         rows = features.shape[0]
         languages = self._languages(language, features) if getattr(main.generation_config, "is_multilingual",
                                                                       False) else [None] * rows
