@@ -18,6 +18,18 @@ def with_assistant(models: Models, assistant, name: str) -> Models:
     return Models(models.main, models.processor, assistant, models.main_ref, name, models.runtime)
 
 
+def perturbed_draft(main, seed: int, scale: float = 0.02):
+    """A decoder-only draft that mostly agrees with the main model but not always."""
+    from pipeline.models.load import decoder_only_assistant
+
+    draft = decoder_only_assistant(main)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.model.decoder.layers.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+    return draft
+
+
 def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 64) -> Models:
     """A random Whisper with base's tokenizer and generation config: real mechanics, no real weights."""
     from transformers import WhisperConfig, WhisperForConditionalGeneration

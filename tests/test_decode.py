@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
+from helpers import perturbed_draft, tiny_random_models, with_assistant
 
-from helpers import tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber, is_non_speech_text
-from pipeline.models.load import decoder_only_assistant, quantized_self_draft
+from pipeline.models.load import quantized_self_draft
 
 
 @pytest.fixture(scope="module")
@@ -19,14 +18,6 @@ def speech_pieces(clips) -> list[np.ndarray]:
     return [audio.decode(by_name[n].path) for n in names]
 
 
-def _perturbed_draft(main, seed: int, scale: float = 0.02):
-    """A decoder-only draft that mostly agrees with the main model but not always."""
-    draft = decoder_only_assistant(main)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in draft.model.decoder.layers.parameters():
-            p.add_(torch.randn(p.shape, generator=g) * scale)
-    return draft
 
 
 def _tokens(models, pieces, **opts):
@@ -39,7 +30,7 @@ def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech
     main = tiny_random_models(base_models, seed)
     pieces = speech_pieces[:1]  # random weights babble to the length limit: one piece is enough
     alone, _ = _tokens(main, pieces)
-    for name, draft in [("perturbed", _perturbed_draft(main.main, seed)), ("self-int8", quantized_self_draft(main.main))]:
+    for name, draft in [("perturbed", perturbed_draft(main.main, seed)), ("self-int8", quantized_self_draft(main.main))]:
         assisted, results = _tokens(with_assistant(main, draft, name), pieces)
         assert assisted == alone, f"seed {seed}, {name} draft changed the main model's tokens"
         assert all(r.draft_calls > 0 for r in results), "the assistant never ran"

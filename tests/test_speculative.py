@@ -12,7 +12,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from helpers import tiny_random_models, with_assistant
+from helpers import perturbed_draft, tiny_random_models, with_assistant
 from transformers.generation.logits_process import (
     SuppressTokensAtBeginLogitsProcessor,
     SuppressTokensLogitsProcessor,
@@ -25,7 +25,7 @@ from pipeline.decode.lean import LeanDecoder
 from pipeline.decode.reference import hf_generate
 from pipeline.decode.rules import RuleState, WhisperRules
 from pipeline.decode.speculative import DraftPolicy
-from pipeline.models.load import decoder_only_assistant, quantized_self_draft
+from pipeline.models.load import quantized_self_draft
 
 BATCH_SIZES = (1, 2, 3, 4, 8)
 
@@ -74,13 +74,6 @@ def _check(models, features, reference, timestamps: bool, label: str, sizes=BATC
     return ours
 
 
-def _perturbed(main, seed: int, scale: float = 0.02):
-    draft = decoder_only_assistant(main)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in draft.model.decoder.layers.parameters():
-            p.add_(torch.randn(p.shape, generator=g) * scale)
-    return draft
 
 
 # -- the rules ---------------------------------------------------------------------
@@ -165,7 +158,7 @@ def test_tiny_random_pairs(seed, timestamps, base_models, pieces):
     main.main.generation_config.max_length = 60
     features = _features(main, pieces)
     reference = hf_generate(main.main, features, ["en"] * len(pieces), timestamps)
-    drafts = [("decoder-only", _perturbed(main.main, seed)), ("self-int8", quantized_self_draft(main.main)),
+    drafts = [("decoder-only", perturbed_draft(main.main, seed)), ("self-int8", quantized_self_draft(main.main)),
               ("seq2seq", tiny_random_models(base_models, 100 + seed, d_model=32).main)]
     _check(main, features, reference, timestamps, f"seed {seed} main alone", sizes=(1, 8))
     for name, draft in drafts:
@@ -222,7 +215,7 @@ def test_equal_to_transformers_assisted_generate_at_batch_1(base_models, base_se
     assert all(calls[1] > 0 for _, _, calls in hf_assisted)
     tiny = tiny_random_models(base_models, 3)
     tiny.main.generation_config.max_length = 60
-    draft = with_assistant(tiny, _perturbed(tiny.main, 3), "perturbed")
+    draft = with_assistant(tiny, perturbed_draft(tiny.main, 3), "perturbed")
     feats = _features(tiny, pieces[:2])
     hf_assisted = hf_generate(tiny.main, feats, ["en", "en"], True, draft.assistant)
     assert [g.tokens for g in _ours(draft, feats, True, 1)] == [t for t, _, _ in hf_assisted]

@@ -39,10 +39,6 @@ class Choice:
         return f"{mode} (auto: {measured})"
 
 
-def fixed(has_assistant: bool, batch_size: int, assistant: str | None) -> Choice:
-    return Choice(has_assistant, batch_size, assistant)
-
-
 @torch.inference_mode()
 def calibrate(plain: Generator, speculative: Generator, features: torch.Tensor, encoded: torch.Tensor,
               prompts: list[list[int]], batch_size: int, assistant: str | None, draft_features=None,

@@ -21,6 +21,7 @@ import torch
 
 from ..models.load import Models
 from .generate import Generator
+from .transcriber import _language_code, first_step_logits, most_likely_languages
 
 UNSUPPORTED = {"num_beams": 1, "do_sample": False, "return_token_timestamps": False, "temperature": None}
 
@@ -52,21 +53,21 @@ class RoutedGenerate:
         if kwargs:
             raise ValueError(f"podscribe's decoder does not take {sorted(kwargs)}")
         main = self.models.main
-        window = main.config.max_source_positions * 2
-        if input_features.shape[-1] > window:
-            raise ValueError("podscribe's decoder takes up to 30 s per input: use the pipeline with chunk_length_s=30")
-        features = input_features.to(self.models.runtime.device, main.dtype)
         timestamps = bool(return_timestamps if return_timestamps is not None
                           else getattr(main.generation_config, "return_timestamps", False))
         generator = self._generator(assistant_model, timestamps)
+        if input_features.shape[-1] > generator.window:
+            raise ValueError("podscribe's decoder takes up to 30 s per input: use the pipeline with chunk_length_s=30")
         if generator.draft_extractor is not None:
             raise ValueError("this assistant has its own mel bins: it needs the audio, which the ASR pipeline does not "
                              "pass to generate; use podscribe's Transcriber (or the CLI) for it")
+        features = input_features.to(self.models.runtime.device, main.dtype)
         rows = features.shape[0]
-        languages = self._languages(language, features) if getattr(main.generation_config, "is_multilingual",
-                                                                      False) else [None] * rows
+        encoded = main.get_encoder()(features).last_hidden_state  # once: language detection and decoding share it
+        languages = self._languages(language, encoded) if getattr(main.generation_config, "is_multilingual",
+                                                                     False) else [None] * rows
         prompts = [generator.prompt(lang, task or "transcribe") for lang in languages]
-        out = generator.generate(features, prompts)
+        out = generator.generate(features, prompts, encoded)
         self.last_stats = [g.stats for g in out]
         pad = main.generation_config.pad_token_id
         width = max(1, max(len(g.tokens) for g in out))
@@ -80,20 +81,12 @@ class RoutedGenerate:
                       "tokens": torch.tensor(s["tokens"], dtype=torch.long)} for s in g.segments] for g in out]
         return {"sequences": sequences, "segments": segments}
 
-    def _languages(self, language, features) -> list[str]:
-        from .transcriber import _language_code
-
+    def _languages(self, language, encoded) -> list[str]:
         lang_to_id = self.models.main.generation_config.lang_to_id
         if language is not None:
-            given = language if isinstance(language, list) else [language] * features.shape[0]
+            given = language if isinstance(language, list) else [language] * encoded.shape[0]
             return [_language_code(lang, lang_to_id) for lang in given]
-        main = self.models.main
-        encoded = main.get_encoder()(features).last_hidden_state
-        start = torch.full((features.shape[0], 1), main.generation_config.decoder_start_token_id, device=features.device)
-        logits = main(encoder_outputs=(encoded,), decoder_input_ids=start).logits[:, -1]
-        ids = torch.tensor(sorted(lang_to_id.values()), device=logits.device)
-        names = {i: t[2:-2] for t, i in lang_to_id.items()}
-        return [names[int(i)] for i in ids[logits[:, ids].argmax(-1)]]
+        return most_likely_languages(first_step_logits(self.models.main, encoded), lang_to_id)
 
 
 def routed_model(models: Models):

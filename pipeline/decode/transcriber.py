@@ -34,7 +34,6 @@ from . import auto
 from .generate import Generator
 
 
-
 @dataclass(frozen=True)
 class DecodeOptions:
     language: str | None = None  # None: detect per piece (multilingual models)
@@ -115,12 +114,9 @@ class Transcriber:
         gen = models.main.generation_config
         self.eot = gen.eos_token_id
         self.sot = gen.decoder_start_token_id
-        self.no_timestamps = gen.no_timestamps_token_id
-        self.timestamp_begin = self.no_timestamps + 1
         self.no_speech = _special(tok, "<|nospeech|>", "<|nocaptions|>")
         self.multilingual = bool(getattr(gen, "is_multilingual", False))
         self.lang_to_id = dict(getattr(gen, "lang_to_id", None) or {})
-        self.id_to_lang = {i: t[2:-2] for t, i in self.lang_to_id.items()}
         if not self.multilingual and options.language not in (None, "en", "english"):
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot take language={options.language!r}")
         if not self.multilingual and options.task == "translate":
@@ -130,7 +126,8 @@ class Transcriber:
         self.speculative = Generator(models, timestamps=True) if use_assistant else None
         self.choice: auto.Choice | None = None
         if not models.auto:
-            self.choice = auto.fixed(use_assistant, options.batch_size, models.assistant_name if use_assistant else None)
+            self.choice = auto.Choice(use_assistant, options.batch_size,
+                                      models.assistant_name if use_assistant else None)
 
     # -- public -----------------------------------------------------------------
 
@@ -193,16 +190,12 @@ class Transcriber:
                             [len(a) / SAMPLE_RATE for a in audio])
 
     def _prompt(self, language: str | None) -> list[int]:
-        if not self.multilingual:
-            return [self.sot]
-        task = self.models.main.generation_config.task_to_id[self.options.task]
-        return [self.sot, self.lang_to_id[f"<|{language}|>"], task]
+        return self.plain.prompt(language, self.options.task)
 
     def _probe(self, encoded: torch.Tensor) -> tuple[list[float], list[str | None]]:
         """One decoder step on <|startoftranscript|>: no-speech probability and detected language."""
         n = encoded.shape[0]
-        ids = torch.full((n, 1), self.sot, device=encoded.device)
-        logits = self.models.main(encoder_outputs=(encoded,), decoder_input_ids=ids).logits[:, -1].float()
+        logits = first_step_logits(self.models.main, encoded)
         probs = logits.softmax(-1)
         no_speech = probs[:, self.no_speech].tolist() if self.no_speech is not None else [0.0] * n
         if not self.multilingual:
@@ -210,9 +203,7 @@ class Transcriber:
         if self.options.language:
             code = _language_code(self.options.language, self.lang_to_id)
             return no_speech, [code] * n
-        lang_ids = torch.tensor(sorted(self.id_to_lang), device=logits.device)
-        best = lang_ids[logits[:, lang_ids].argmax(-1)].tolist()
-        return no_speech, [self.id_to_lang[i] for i in best]
+        return no_speech, most_likely_languages(logits, self.lang_to_id)
 
     def _generate(self, features, encoded, languages, audio, results) -> list[tuple[list[int], list[dict]]]:
         """(token ids, segment dicts) per row, from podscribe's own loop (speculative when chosen)."""
@@ -286,6 +277,19 @@ def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
             start = min(max(w.start_s, seg.start_s, seg.words[-1].end_s if seg.words else 0.0), seg.end_s)
             end = min(max(w.end_s, start), seg.end_s)
             seg.words.append(Word(w.word, round(start, 3), round(end, 3), w.probability))
+
+
+def first_step_logits(model, encoded: torch.Tensor) -> torch.Tensor:
+    """The decoder's logits after <|startoftranscript|> alone ([rows, vocab], float32)."""
+    ids = torch.full((encoded.shape[0], 1), model.generation_config.decoder_start_token_id, device=encoded.device)
+    return model(encoder_outputs=(encoded,), decoder_input_ids=ids).logits[:, -1].float()
+
+
+def most_likely_languages(logits: torch.Tensor, lang_to_id: dict[str, int]) -> list[str]:
+    """Language codes from first-step logits: the best language token per row (as transformers detects)."""
+    names = {i: t[2:-2] for t, i in lang_to_id.items()}
+    ids = torch.tensor(sorted(names), device=logits.device)
+    return [names[i] for i in ids[logits[:, ids].argmax(-1)].tolist()]
 
 
 def _language_code(language: str, lang_to_id: dict[str, int]) -> str:
