@@ -60,9 +60,16 @@ class Piece:
 
 @dataclass(frozen=True)
 class AudioInfo:
-    duration_s: float | None
+    duration_s: float | None  # what the container announces (a truncated file decodes to less)
     format_name: str
     codec: str
+    notes: tuple[str, ...] = ()  # warnings known before decoding (several audio streams, a cut last frame)
+
+
+def ffmpeg_name(path: Path) -> str:
+    """The path as ffmpeg/ffprobe must see it: ``file:`` so that no name is read as a protocol
+    (``S01E01:Pilot.wav``) or an option (``-intro.mp3``)."""
+    return "file:" + str(Path(path).absolute())
 
 
 def probe(path: Path) -> AudioInfo:
@@ -74,7 +81,7 @@ def probe(path: Path) -> AudioInfo:
     if path.stat().st_size == 0:
         raise AudioError("file is empty (0 bytes)")
     try:
-        info = ffmpeg.probe(str(path))
+        info = ffmpeg.probe(ffmpeg_name(path))
     except ffmpeg.Error as exc:
         raise AudioError(f"not a readable audio/video file: {_last_line(exc.stderr)}") from exc
     audio = [s for s in info.get("streams", []) if s.get("codec_type") == "audio"]
@@ -82,7 +89,62 @@ def probe(path: Path) -> AudioInfo:
         raise AudioError("file has no audio stream")
     fmt = info.get("format", {})
     duration = audio[0].get("duration") or fmt.get("duration")  # a video track may outlast the audio
-    return AudioInfo(float(duration) if duration else None, fmt.get("format_name", "?"), audio[0].get("codec_name", "?"))
+    duration_s = float(duration) if duration else None
+    notes = []
+    if len(audio) > 1:
+        notes.append(f"{len(audio)} audio streams: transcribed the first ({_describe_stream(audio[0])}); "
+                     f"not transcribed: {', '.join(_describe_stream(s) for s in audio[1:])}")
+    codec = audio[0].get("codec_name", "?")
+    if "wav" in fmt.get("format_name", ""):
+        duration_s = max(duration_s or 0.0, _wav_declared_s(path) or 0.0) or None
+    if codec in ("mp3", "mp2") and duration_s and _mpeg_last_frame_cut(path, duration_s):
+        notes.append("truncated: the file ends inside an MPEG audio frame (cut short); its end is missing")
+    return AudioInfo(duration_s, fmt.get("format_name", "?"), codec, tuple(notes))
+
+
+def _describe_stream(s: dict) -> str:
+    tags = s.get("tags") or {}
+    extra = ", ".join(f"{k} {tags[k]}" for k in ("language", "title") if tags.get(k))
+    return f"stream #{s.get('index', '?')} {s.get('codec_name', '?')}" + (f", {extra}" if extra else "")
+
+
+def _wav_declared_s(path: Path) -> float | None:
+    """Seconds of audio a WAV header announces when the file holds less than that (a cut copy);
+    None when the header is whole or says nothing (streamed WAVs announce 0 or 0xFFFFFFFF)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return None
+    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    pos, byte_rate = 12, None
+    while pos + 8 <= len(head):
+        chunk, length = head[pos:pos + 4], int.from_bytes(head[pos + 4:pos + 8], "little")
+        if chunk == b"fmt " and pos + 20 <= len(head):
+            byte_rate = int.from_bytes(head[pos + 16:pos + 20], "little")
+        if chunk == b"data":
+            if byte_rate and 0 < length < 0xFFFFFFFF and pos + 8 + length > size:
+                return length / byte_rate
+            return None
+        pos += 8 + length + (length & 1)
+    return None
+
+
+def _mpeg_last_frame_cut(path: Path, duration_s: float) -> bool:
+    """A constant-bitrate MPEG audio file has no header that announces its length: a cut copy shows
+    only as a last frame shorter than the ones before it (CBR frames differ by one padding byte)."""
+    try:
+        out = ffmpeg.probe(ffmpeg_name(path), read_intervals=f"{max(0.0, duration_s - 3):.3f}%",
+                           show_entries="packet=size", select_streams="a:0")
+    except ffmpeg.Error:
+        return False
+    sizes = [int(p["size"]) for p in out.get("packets", []) if p.get("size")]
+    if len(sizes) < 4:
+        return False
+    body = sizes[-8:-1]
+    return max(body) - min(body) <= 1 and sizes[-1] < min(body) - 1
 
 
 def _last_line(stderr: bytes | None) -> str:
@@ -94,12 +156,15 @@ def stream(path: Path, expected_s: float | None = None, warnings: list[str] | No
            block_s: float = 5.0) -> Iterator[np.ndarray]:
     """Yield float32 mono 16 kHz blocks of the file's first audio stream.
 
-    Raises AudioError when ffmpeg fails or when far less audio came out than the
-    container announced (``expected_s``): a truncated file. Decoder complaints
-    that did not stop it (a damaged frame) are appended to ``warnings``.
+    What decodes is kept: a file that yields far less audio than its container
+    announced (``expected_s``), or that ffmpeg gives up on part way, is a truncated
+    file — its readable part is transcribed and a ``truncated:`` warning is
+    appended to ``warnings``. AudioError only when ffmpeg fails before any audio.
+    Decoder complaints that did not stop it (a damaged frame) are warnings too.
     """
+    warnings = warnings if warnings is not None else []
     process = (
-        ffmpeg.input(str(path))
+        ffmpeg.input(ffmpeg_name(path))
         .output("pipe:", format="f32le", acodec="pcm_f32le", ac=1, ar=SAMPLE_RATE, map="0:a:0")
         .global_args("-nostdin", "-hide_banner", "-loglevel", "error")
         .run_async(pipe_stdout=True, pipe_stderr=True)
@@ -122,14 +187,15 @@ def stream(path: Path, expected_s: float | None = None, warnings: list[str] | No
         code = process.wait()
         reader.join()
     stderr = b"".join(errors)
-    if code != 0:
-        raise AudioError(f"ffmpeg could not decode the file: {_last_line(stderr)}")
     got_s = decoded / SAMPLE_RATE
-    if expected_s and got_s < expected_s - max(2.0, 0.05 * expected_s):
+    if code != 0:
+        if decoded == 0:
+            raise AudioError(f"ffmpeg could not decode the file: {_last_line(stderr)}")
+        warnings.append(f"truncated: ffmpeg stopped after {got_s:.1f} s ({_last_line(stderr)})")
+    elif expected_s and got_s < expected_s - max(2.0, 0.05 * expected_s):
         detail = f" ({_last_line(stderr)})" if stderr.strip() else ""
-        raise AudioError(f"file is truncated or damaged: decoded {got_s:.1f} s of the {expected_s:.1f} s "
-                         f"its header announces{detail}")
-    if stderr.strip() and warnings is not None:
+        warnings.append(f"truncated: decoded {got_s:.1f} s of the {expected_s:.1f} s its header announces{detail}")
+    elif stderr.strip():
         warnings.append(f"decoder: {_last_line(stderr)}")
 
 

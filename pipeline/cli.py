@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
 import signal
 import sys
 import threading
@@ -11,13 +13,14 @@ from pathlib import Path
 
 import click
 
-from . import jobfile
+from . import errors, jobfile
 from .audio import CutOptions
-from .decode import DecodeOptions
-from .manifest import ConfigChanged, JobLocked
-from .models.load import SELF_INT8
-from .models.registry import ModelUnavailable, list_offline, resolve
+from .decode.options import DecodeOptions
+from .errors import PodscribeError
+from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
 
+DTYPES = ("auto", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "auto", "batch_size": 4,
             "language": None, "task": "transcribe", "min_piece": 15.0, "max_piece": 30.0, "cache_dir": None,
             "subtitles": [], "word_timestamps": None}
@@ -51,7 +54,6 @@ def main(verbose: bool) -> None:
     Rerun the same command after an interruption: it resumes where it stopped.
     """
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    _quiet_libraries()
 
 
 def job_options(flags_default_none: bool):
@@ -70,8 +72,8 @@ def job_options(flags_default_none: bool):
                           "plain batched decoding, keep the faster; the same tokens either way), or 'none'. "
                           "'default': distil-large-v3 on CUDA, none on CPU."),
         click.option("--device", default=d("device"), show_default=show, help="auto, cpu, cuda or cuda:N."),
-        click.option("--dtype", default=d("dtype"), show_default=show,
-                     help="auto (fp16 on CUDA, fp32 on CPU), float32, float16, bfloat16."),
+        click.option("--dtype", default=d("dtype"), show_default=show, type=click.Choice(DTYPES),
+                     help="auto: fp16 on CUDA, fp32 on CPU."),
         click.option("--batch-size", default=d("batch_size"), show_default=show, type=click.IntRange(1, 64),
                      help="Pieces decoded together (with an assistant too; with 'auto', the largest it may pick)."),
         click.option("--language", default=None, help="Language code (en, nl, de, ...). Default: detected per piece."),
@@ -90,7 +92,7 @@ def job_options(flags_default_none: bool):
         click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
         click.option("--restart", is_flag=True, help="Forget this job dir's results and start over."),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars (for cron)."),
-        click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        click.option("--log-file", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
                      help="Also log each finished or failed file here."),
     ]
 
@@ -112,30 +114,25 @@ def _settings(flags: dict, job: dict | None = None) -> dict:
     return settings
 
 
-def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> None:
+def _job_options(out_dir: Path, settings: dict, flags: dict):
+    """Every argument checked before anything loads or is created: a bad one is exit 2 at once."""
     from .export import FORMATS
-    from .runner import Interrupted, JobOptions, run
+    from .runner import JobOptions
 
     unknown = sorted(set(settings["subtitles"]) - set(FORMATS))
     if unknown:
         raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
-
-    if flags.get("log_file"):
-        handler = logging.FileHandler(flags["log_file"])
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logging.getLogger("podscribe").addHandler(handler)
-        logging.getLogger("podscribe").setLevel(logging.INFO)
-    stop = threading.Event()
-
-    def on_sigint(_sig, _frame):
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        click.echo("\nstopping after the batch in hand (Ctrl-C again to abort at once)", err=True)
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    if not DEVICE.fullmatch(str(settings["device"])):
+        raise click.UsageError(f"--device {settings['device']!r}: choose auto, cpu, cuda or cuda:N")
+    if settings["dtype"] not in DTYPES:
+        raise click.UsageError(f"--dtype {settings['dtype']!r}: choose from {', '.join(DTYPES)}")
+    for parent in (out_dir, *out_dir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise click.UsageError(f"--out {out_dir}: {parent} is a file, not a folder")
+            break
     try:
-        options = JobOptions(
+        return JobOptions(
             out_dir=out_dir, model=settings["model"], assistant=settings["assistant"], device=settings["device"],
             dtype=settings["dtype"],
             decode=DecodeOptions(language=settings["language"], task=settings["task"], batch_size=settings["batch_size"],
@@ -145,25 +142,100 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
             cache_dir=Path(settings["cache_dir"]) if settings["cache_dir"] else None,
             progress=not flags.get("quiet"), retry_failed=bool(flags.get("retry_failed")),
             restart=bool(flags.get("restart")))
-        summary = run(inputs, options, stop=stop)
-    except Interrupted:
-        click.echo(f"interrupted; everything decoded so far is saved in {out_dir}. Rerun the same command to resume.",
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _log_to(path: Path | None) -> None:
+    if not path:
+        return
+    try:
+        handler = logging.FileHandler(path)
+    except OSError as exc:
+        raise click.UsageError(f"--log-file {path}: {exc.strerror or exc}") from exc
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.getLogger("podscribe").addHandler(handler)
+    logging.getLogger("podscribe").setLevel(logging.INFO)
+
+
+class Stopper:
+    """Ctrl-C and SIGTERM (systemd, docker, Kubernetes, cron wrappers) both stop a run cleanly: the batch in
+    hand is finished and saved. SIGTERM allows it PODSCRIBE_STOP_GRACE_S seconds (default 8, inside docker's
+    10 s) before the batch is dropped — it is decoded again on resume. A second signal stops at once."""
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.signum: int | None = None
+        self.grace_s = float(os.environ.get("PODSCRIBE_STOP_GRACE_S", "8"))
+
+    def __call__(self, signum, _frame):
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        self.event.set()
+        self.signum = signum
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if signum == signal.SIGTERM and self.grace_s > 0 and hasattr(signal, "setitimer"):
+            signal.signal(signal.SIGALRM, self._too_late)
+            signal.setitimer(signal.ITIMER_REAL, self.grace_s)
+            click.echo(f"\n{name}: stopping after the batch in hand (at most {self.grace_s:g} s)", err=True)
+        else:
+            click.echo(f"\n{name}: stopping after the batch in hand (again to stop at once)", err=True)
+
+    def _too_late(self, _signum, _frame):
+        raise KeyboardInterrupt
+
+    @property
+    def exit_code(self) -> int:
+        return errors.EXIT_SIGTERM if self.signum == signal.SIGTERM else errors.EXIT_SIGINT
+
+    def install(self) -> dict:
+        return {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> None:
+    options = _job_options(out_dir, settings, flags)
+    _log_to(flags.get("log_file"))
+    stopper = Stopper()
+    previous = stopper.install()
+    try:
+        from .runner import Interrupted, run
+
+        _quiet_libraries()
+        summary = run(inputs, options, stop=stopper.event)
+    except (Interrupted, KeyboardInterrupt):
+        click.echo(f"stopped; everything decoded so far is saved in {out_dir}. Rerun the same command to resume.",
                    err=True)
-        sys.exit(130)
-    except (ModelUnavailable, ValueError, JobLocked, ConfigChanged) as exc:
-        raise click.ClickException(str(exc)) from exc
+        sys.exit(stopper.exit_code)
+    except PodscribeError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if hasattr(signal, "setitimer"):
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _report(summary)
+    if summary.done == 0 and summary.already_done == 0:
+        sys.exit(errors.EXIT_NO_INPUT_SUCCEEDED)
+
+
+def _report(summary) -> None:
+    extra = [f"failed earlier (not retried): {summary.skipped_failed}" if summary.skipped_failed else "",
+             f"copies of another input: {summary.copies}" if summary.copies else "",
+             f"missing (earlier results kept): {len(summary.missing)}" if summary.missing else "",
+             f"with warnings: {len(summary.warnings)}" if summary.warnings else ""]
     click.echo(f"done: {summary.done}, failed: {summary.failed}, already done: {summary.already_done}"
-               + (f", failed earlier (not retried): {summary.skipped_failed}" if summary.skipped_failed else "")
+               + "".join(f", {e}" for e in extra if e)
                + f"; {summary.audio_s:.0f} s of audio in {summary.wall_s:.0f} s")
     for path, error in summary.failures:
         click.echo(f"  failed: {path}: {error}", err=True)
+    for path, problem in summary.missing:
+        click.echo(f"  missing: {problem} (its results from an earlier run are kept)", err=True)
+    for path, warning in summary.warnings:
+        click.echo(f"  warning: {path}: {warning}", err=True)
     click.echo(f"manifests: {summary.out_dir.resolve()}")
     if summary.subtitles:
         click.echo(f"subtitles: {len(summary.subtitles)} files in {summary.subtitles[0].parent.resolve()}")
-    if summary.done == 0 and summary.already_done == 0:
-        sys.exit(1)
 
 
 @main.command()
@@ -191,7 +263,7 @@ def run_job(job_file, out_dir, **flags) -> None:
         job = jobfile.load(job_file)
         inputs = jobfile.inputs_of(job)
     except jobfile.JobFileError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.UsageError(str(exc)) from exc
     _execute(inputs, out_dir or jobfile.out_dir_of(job), _settings(flags, job), flags)
 
 
@@ -222,11 +294,19 @@ def export_cmd(job_dir, formats, out_dir, max_line_chars, max_lines, max_cps, ma
 
     rules = CueRules(max_line_chars=max_line_chars, max_lines=max_lines, min_duration_s=min_duration,
                      max_duration_s=max_duration, max_cps=max_cps, pause_split_s=pause_split)
+    problems: list[str] = []
     try:
-        written = export_job(job_dir, _formats(formats), out_dir, rules)
+        written = export_job(job_dir, _formats(formats), out_dir, rules, problems)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.UsageError(str(exc)) from exc
+    except PodscribeError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
     click.echo(f"{len(written)} files written" + (f" to {written[0].parent}" if written else ""))
+    for problem in problems:
+        click.echo(f"  skipped: {problem}", err=True)
+    if problems:
+        sys.exit(errors.EXIT_DAMAGED_STATE)
 
 
 @main.group()
@@ -250,7 +330,8 @@ def models_import(name: str, cache_dir: Path | None) -> None:
     try:
         ref = resolve(name, cache_dir)
     except ModelUnavailable as exc:
-        raise click.ClickException(str(exc)) from exc
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
     click.echo(ref.location)
 
 

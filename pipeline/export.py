@@ -18,13 +18,14 @@ proportion to characters, and the files say so.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .manifest import JobDir, atomic_write_bytes
+from .manifest import JobDir, atomic_write_bytes, damage_hint
 
 FORMATS = ("srt", "vtt", "txt", "json")
 BREAK_BEFORE = {"and", "but", "or", "nor", "so", "yet", "because", "although", "though", "while", "if", "when",
@@ -209,8 +210,13 @@ def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool) 
 
 
 def export_job(job_dir: Path, formats: list[str], out_dir: Path | None = None,
-               rules: CueRules = CueRules()) -> list[Path]:
-    """One subtitle file per done input file and format, named after the input; returns the paths."""
+               rules: CueRules = CueRules(), problems: list[str] | None = None) -> list[Path]:
+    """One subtitle file per done input path and format, named after it; returns the paths.
+
+    Copies (one content at several paths) get a file for each path. Names are the input's stem;
+    stems that occur more than once get ``-<8 hex of the path's hash>``, so no file overwrites another.
+    A table that cannot be read skips its input and is described in ``problems``.
+    """
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         raise ValueError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
@@ -218,18 +224,24 @@ def export_job(job_dir: Path, formats: list[str], out_dir: Path | None = None,
     out_dir = Path(out_dir) if out_dir else Path(job_dir) / "subtitles"
     files = [r for r in job.file_rows() if r["status"] == "done"]
     segments_by_file: dict[str, list[dict]] = {}
-    for seg in job.read("segments").to_pylist():
+    for seg in job.read("segments", {r["file_id"] for r in files}).to_pylist():
         segments_by_file.setdefault(seg["file_id"], []).append(seg)
-    stems = [Path(r["path"]).stem for r in files]
+    damaged = {path.stem for path, _ in job.damaged}
+    if problems is not None:
+        problems += [damage_hint(path, error) for path, error in job.damaged]
+    targets = sorted((Path(p), row) for row in files if row["file_id"] not in damaged
+                     for p in (row["paths"] or [row["path"]]))
+    stems = [path.stem for path, _ in targets]
     written = []
-    for row, stem in sorted(zip(files, stems), key=lambda rs: rs[0]["path"]):
-        name = stem if stems.count(stem) == 1 else f"{stem}-{row['file_id'][:8]}"
-        segments = segments_by_file.get(row["file_id"], [])
+    for path, row in targets:
+        name = path.stem if stems.count(path.stem) == 1 else \
+            f"{path.stem}-{hashlib.sha256(str(path).encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+        segments = sorted(segments_by_file.get(row["file_id"], []), key=lambda seg: seg["segment"])
         cues, timed = build_cues(segments, rules, row["duration_s"])
         for fmt in formats:
-            path = out_dir / f"{name}.{fmt}"
-            atomic_write_bytes(path, _render(fmt, row, segments, cues, timed).encode("utf-8"))
-            written.append(path)
+            target = out_dir / f"{name}.{fmt}"
+            atomic_write_bytes(target, _render(fmt, {**row, "path": str(path)}, segments, cues, timed).encode("utf-8"))
+            written.append(target)
     return written
 
 

@@ -34,8 +34,11 @@ def load(path: Path) -> dict:
         expected = KEYS[key]
         if expected is float and isinstance(value, int):
             value = data[key] = float(value)
-        if not isinstance(value, expected):
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise JobFileError(f"{path}: {key} must be a {expected.__name__}, not {type(value).__name__}")
+        if expected is list and not all(isinstance(item, str) for item in value):
+            raise JobFileError(f"{path}: {key} must be a list of strings, e.g. {key} = [\"srt\", \"vtt\"]"
+                               if key == "subtitles" else f"{path}: {key} must be a list of strings")
     data.setdefault("name", path.stem)
     return data
 

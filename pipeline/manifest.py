@@ -8,6 +8,8 @@ Layout (documented for users in manifests/README.md)::
     <job dir>/pieces/<file_id>.parquet    per-piece decoding facts and stats
     <job dir>/partial/<file_id>/batch-<first piece>.parquet
                                           finished batches of a file not finished yet (resume)
+    <job dir>/fingerprints.json           content id of each input path, by size/mtime/inode (a cache)
+    <job dir>/damaged/<table>/...         tables that could not be read, moved aside (never deleted)
     <job dir>/.lock                       held (flock) by the one runner working on the job
 
 Every table has a fixed schema, so each folder reads as one dataset with
@@ -16,16 +18,27 @@ pyarrow.dataset, pandas or ``datasets.load_dataset("parquet", ...)``.
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
+import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
+import stat
 import tempfile
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from .errors import ConfigChanged, DamagedState, JobLocked, StorageError, UsageProblem
+
+__all__ = ["ConfigChanged", "JobLocked", "JobDir", "Fingerprints", "identify", "atomic_write_bytes"]
+
+log = logging.getLogger("podscribe")
 
 FILES_SCHEMA = pa.schema([
     ("file_id", pa.string()), ("path", pa.string()), ("size_bytes", pa.int64()), ("mtime", pa.float64()),
@@ -37,6 +50,8 @@ FILES_SCHEMA = pa.schema([
     ("decode_mode", pa.string()),
     ("main_calls", pa.int64()), ("draft_calls", pa.int64()), ("drafted", pa.int64()), ("accepted", pa.int64()),
     ("finished_at", pa.string()),
+    ("paths", pa.list_(pa.string())),  # every input path with this content (copies), `path` first
+    ("config_hash", pa.string()),  # of the configuration that decides the output (speed-only keys left out)
 ])
 
 WORD = pa.struct([("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()),
@@ -71,29 +86,47 @@ PARTIAL_SCHEMA = pa.schema([
 TABLES = {"files": FILES_SCHEMA, "segments": SEGMENTS_SCHEMA, "pieces": PIECES_SCHEMA}
 
 
-class JobLocked(RuntimeError):
-    """Another runner holds the job directory."""
+@functools.cache
+def _file_mode() -> int:
+    """What open() would give a new file here: 0o666 less the process umask (mkstemp alone gives 0600).
 
-
-class ConfigChanged(RuntimeError):
-    """The job directory was made with another configuration."""
+    Read once: setting the umask to read it is not thread-safe."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """temp file in the same folder → fsync → rename → fsync the folder."""
+    """temp file in the same folder → fsync → rename → fsync the folder; mode from the umask.
+
+    A failed write (disk full, read-only, permissions) leaves the old file as it was, no temp
+    file behind, and raises StorageError naming the path.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), _file_mode())
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+        tmp = None
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}; free space or fix permissions, "
+                           "then rerun the same command: it resumes where it stopped") from exc
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _fsync_dir(folder: Path) -> None:
+    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a folder; the rename is what matters there
+        return
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -107,15 +140,81 @@ def write_table(path: Path, rows: list[dict], schema: pa.Schema) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
-def fingerprint(path: Path, block: int = 1 << 16) -> str:
-    """Content identity of an input: size plus a hash of its first and last 64 KiB.
+# -- what identifies an input -----------------------------------------------------------
 
-    A renamed file keeps its id; a changed file gets a new one. Paths that
-    cannot be read get an id from their path, so they still have a row.
+FILE_ID_HEX = 32  # 128 bits of a SHA-256 of the whole content
+_HASH_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An input path's content id, or why the path cannot be read now (then the id is the path's)."""
+
+    file_id: str
+    problem: str | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.problem is None
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def path_id(path: Path) -> str:
+    return "x" + hashlib.sha256(b"unreadable:" + os.fsencode(path)).hexdigest()[: FILE_ID_HEX - 1]
+
+
+def _unreadable(path: Path, problem: str) -> Identity:
+    return Identity(path_id(path), problem)
+
+
+def identify(path: Path) -> tuple[Identity, tuple | None]:
+    """The content id of ``path`` (SHA-256 of every byte) and the stat key it was read under.
+
+    Never blocks on a FIFO or device: a path that is not a regular file is not read (it is
+    opened non-blocking and checked with fstat first). Missing and unreadable paths get an id
+    from their path and a problem; they still have a row.
     """
-    h = hashlib.sha1()
+    path = Path(path)
     try:
-        size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return _unreadable(path, f"file not found: {path}"), None
+    except OSError as exc:
+        return _unreadable(path, f"cannot open {path}: {exc.strerror or exc}"), None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return _unreadable(path, f"{_kind(st.st_mode)}, not an audio file: {path}"), None
+        h = hashlib.sha256()
+        with os.fdopen(os.dup(fd), "rb") as f:
+            for block in iter(lambda: f.read(_HASH_BLOCK), b""):
+                h.update(block)
+        return Identity(h.hexdigest()[:FILE_ID_HEX]), _stat_key(st)
+    except OSError as exc:
+        return _unreadable(path, f"cannot read {path}: {exc.strerror or exc}"), None
+    finally:
+        os.close(fd)
+
+
+def _stat_key(st: os.stat_result) -> tuple:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+def legacy_fingerprint(path: Path, block: int = 1 << 16) -> str | None:
+    """The id podscribe < 0.2 gave a file (size + first and last 64 KiB): to adopt old job dirs' rows."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        h = hashlib.sha1()
+        size = os.stat(path).st_size
         with open(path, "rb") as f:
             h.update(str(size).encode())
             h.update(f.read(block))
@@ -124,33 +223,111 @@ def fingerprint(path: Path, block: int = 1 << 16) -> str:
                 h.update(f.read(block))
         return h.hexdigest()[:16]
     except OSError:
-        h.update(b"unreadable:" + str(path).encode("utf-8", "surrogateescape"))
-        return "x" + h.hexdigest()[:15]
+        return None
+
+
+class Fingerprints:
+    """Content ids of a job's inputs, hashed again only when size, mtime or inode changed (git's index
+    does the same): a rerun of a 10,000-episode job does not read 10,000 files again.
+
+    Kept in ``<job dir>/fingerprints.json``; a damaged one is ignored (everything is hashed again).
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            loaded = json.loads(self.path.read_text())
+            self.entries: dict[str, list] = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            self.entries = {}
+        self.changed = False
+
+    def identify(self, path: Path) -> Identity:
+        key = str(path)
+        try:
+            st = os.stat(path)
+            cached = self.entries.get(key)
+            if stat.S_ISREG(st.st_mode) and cached and tuple(cached[:4]) == _stat_key(st):
+                return Identity(cached[4])
+        except OSError:
+            pass
+        ident, stat_key = identify(path)
+        if stat_key is not None:
+            self.remember(key, stat_key, ident.file_id)
+        return ident
+
+    def remember(self, key: str, stat_key: tuple, file_id: str) -> None:
+        self.entries[key] = [*stat_key, file_id]
+        self.changed = True
+
+    def adopt(self, path: Path, file_id: str) -> None:
+        """Map ``path`` to an id of an older scheme that its row already has."""
+        try:
+            self.remember(str(path), _stat_key(os.stat(path)), file_id)
+        except OSError:
+            pass
+
+    def save(self) -> None:
+        if self.changed:
+            atomic_write_bytes(self.path, json.dumps(self.entries, sort_keys=True).encode())
+            self.changed = False
+
+
+# -- the job directory ---------------------------------------------------------------------
 
 
 class JobDir:
     def __init__(self, root: Path):
         self.root = Path(root)
+        self.damaged: list[tuple[Path, str]] = []  # tables that could not be read, found by read()
+        self._lock_fd: int | None = None
 
     def table_path(self, table: str, file_id: str) -> Path:
         return self.root / table / f"{file_id}.parquet"
 
+    def fingerprints(self) -> Fingerprints:
+        return Fingerprints(self.root / "fingerprints.json")
+
     # -- one runner at a time -------------------------------------------------
 
-    def lock(self) -> None:
-        """Take the job's lock for the life of this process (flock: the OS drops it when we die)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the job's lock (flock: the OS drops it when the process dies) for a with-block.
+
+        A run that fails before writing anything leaves nothing behind: a job dir it created
+        and that holds only the lock is removed again.
+        """
+        created = not self.root.exists()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise UsageProblem(f"cannot use {self.root} as the job directory: {exc.strerror or exc}") from exc
+        try:
+            _flock(fd)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
             raise JobLocked(f"another podscribe runner (pid {holder}) is working on {self.root}; "
                             "wait for it to finish or stop it first") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise UsageProblem(f"cannot write into the job directory {self.root}: {exc.strerror or exc}") from exc
         self._lock_fd = fd
+        failed = True
+        try:
+            yield self
+            failed = False
+        finally:
+            if failed and created and {p.name for p in self.root.iterdir()} <= {".lock"}:
+                (self.root / ".lock").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    self.root.rmdir()
+            os.close(fd)
+            self._lock_fd = None
 
     # -- configuration ---------------------------------------------------------
 
@@ -159,14 +336,22 @@ class JobDir:
         return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
 
     def read_job(self) -> dict | None:
+        """job.json, or None when there is none; DamagedState when it cannot be read as a job record."""
         path = self.root / "job.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise DamagedState(f"{path} is damaged ({exc})") from exc
+        if not isinstance(record, dict) or not isinstance(record.get("config", {}), dict):
+            raise DamagedState(f"{path} is damaged (not a job record: {type(record).__name__})")
+        return record
 
-    def check_config(self, config: dict, speed_only: tuple[str, ...] = ()) -> None:
+    def check_config(self, config: dict, speed_only: tuple[str, ...] = (), old: dict | None = None) -> None:
         """Refuse to go on with a job dir made under another configuration, naming what changed.
 
         Keys in ``speed_only`` (dotted paths) change how fast, never what: a change there is allowed."""
-        old = self.read_job()
         if old is None or old.get("config_hash") == self.config_hash(config):
             return
         changes = [c for c in _diff(old.get("config", {}), config) if c.split(":")[0] not in speed_only]
@@ -180,7 +365,7 @@ class JobDir:
         atomic_write_bytes(self.root / "job.json", json.dumps(record, indent=2, sort_keys=True).encode())
 
     def clear(self) -> None:
-        """--restart: forget every result (the lock and the folder stay)."""
+        """--restart: forget every result (the lock, the folder and quarantined tables stay)."""
         for name in ("files", "segments", "pieces", "partial", "subtitles"):
             shutil.rmtree(self.root / name, ignore_errors=True)
         (self.root / "job.json").unlink(missing_ok=True)
@@ -191,10 +376,18 @@ class JobDir:
         write_table(self.root / "partial" / file_id / f"batch-{first_piece:06d}.parquet", rows, PARTIAL_SCHEMA)
 
     def read_partial(self, file_id: str) -> dict[int, dict]:
+        """Persisted pieces of an unfinished file. A checkpoint that cannot be read is dropped with a
+        warning: its pieces are simply decoded again."""
         folder = self.root / "partial" / file_id
         rows = {}
         for path in sorted(folder.glob("batch-*.parquet")) if folder.is_dir() else []:
-            for row in pq.read_table(path, schema=PARTIAL_SCHEMA).to_pylist():
+            try:
+                batch = pq.read_table(path, schema=PARTIAL_SCHEMA).to_pylist()
+            except (OSError, ValueError) as exc:
+                log.warning("dropping damaged checkpoint %s (%s); its pieces are decoded again", path, exc)
+                path.unlink(missing_ok=True)
+                continue
+            for row in batch:
                 rows[row["piece"]] = row
         return rows
 
@@ -225,15 +418,66 @@ class JobDir:
         write_table(self.table_path("files", fid), [row], FILES_SCHEMA)
         self.drop_partial(fid)
 
+    def update_file_row(self, row: dict) -> None:
+        """Rewrite a files row's bookkeeping (its paths); its transcript is not touched."""
+        write_table(self.table_path("files", row["file_id"]), [row], FILES_SCHEMA)
+
+    # -- reading ----------------------------------------------------------------------
+
     def file_rows(self) -> list[dict]:
         return self.read("files").to_pylist()
 
-    def read(self, table: str) -> pa.Table:
+    def read(self, table: str, file_ids: set[str] | None = None) -> pa.Table:
+        """All rows of a table (or of some inputs). A file that cannot be read is left out and
+        listed in ``self.damaged``: one damaged file never hides the rest of the job."""
         folder = self.root / table
         files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-        if not files:
-            return TABLES[table].empty_table()
-        return pa.concat_tables(pq.read_table(f, schema=TABLES[table]) for f in files)
+        if file_ids is not None:
+            files = [f for f in files if f.stem in file_ids]
+        tables = []
+        for f in files:
+            try:
+                tables.append(pq.read_table(f, schema=TABLES[table]))
+            except (OSError, ValueError) as exc:
+                self.damaged.append((f, str(exc)))
+        return pa.concat_tables(tables) if tables else TABLES[table].empty_table()
+
+    def readable(self, table: str, file_id: str) -> bool:
+        """The table file exists and its footer reads (a truncated write or a damaged disk fails here)."""
+        path = self.table_path(table, file_id)
+        try:
+            pq.read_metadata(path)
+            return True
+        except (OSError, ValueError) as exc:
+            if path.exists():
+                self.damaged.append((path, str(exc)))
+            return False
+
+    def quarantine(self, path: Path) -> Path:
+        """Move a damaged table out of the way (kept, never deleted) into ``damaged/``."""
+        target = self.root / "damaged" / path.parent.name / f"{path.name}.{datetime.now():%Y%m%dT%H%M%S}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        return target
+
+
+def damage_hint(path: Path, error: str) -> str:
+    return (f"damaged table {path} ({error.splitlines()[0] if error else 'unreadable'}): rerun the job to move it "
+            "to damaged/ and decode that input again, or --restart")
+
+
+def _flock(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # Windows: msvcrt's lock is per process too
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError as exc:
+            raise BlockingIOError(str(exc)) from exc
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:

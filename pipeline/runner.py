@@ -7,13 +7,20 @@ Built to survive the night:
   file is consolidated into its tables;
 - rerunning skips inputs already done (and failed ones, unless asked to retry);
   a changed configuration is refused unless the job is restarted;
+- an input is its content (a SHA-256 of every byte): copies at several paths are
+  decoded once and keep every path; a path that cannot be read on a rerun (an
+  unmounted share) keeps its finished results and is reported missing;
 - a file that fails becomes a failed row with a readable error; the job goes on;
-- the first Ctrl-C finishes the batch in hand, persists it and stops cleanly.
+- a table or checkpoint that cannot be read is moved aside or dropped and its
+  input decoded again; a write that fails (disk full) stops the run cleanly;
+- the first Ctrl-C or SIGTERM finishes the batch in hand, persists it and stops
+  cleanly, also between files.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import os
 import threading
@@ -29,7 +36,8 @@ from tqdm import tqdm
 from . import audio
 from .audio import AudioError, CutOptions, Piece
 from .decode import DecodeOptions, PieceResult, RawSegment, Transcriber
-from .manifest import JobDir, fingerprint
+from .errors import ConfigChanged, DamagedState
+from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id
 from .models.load import Models, load_models
 from .runtime import pick_runtime
 from .stitch import Segment, stitch
@@ -42,13 +50,26 @@ AUDIO_EXTENSIONS = {".mp3", ".m4a", ".m4b", ".aac", ".opus", ".ogg", ".oga", ".f
 
 
 class Interrupted(Exception):
-    """The run was asked to stop (Ctrl-C); everything decoded so far is persisted."""
+    """The run was asked to stop (Ctrl-C, SIGTERM); everything decoded so far is persisted."""
 
 
 @dataclass
 class InputRef:
-    path: Path
+    path: Path  # absolute (job.json and the tables must mean the same file from any folder)
     error: str | None = None  # known-bad before any decoding (no match, empty directory)
+
+
+@dataclass
+class Task:
+    """One content to decode and every input path that holds it (copies decode once)."""
+
+    file_id: str
+    refs: list[InputRef]
+    problem: str | None = None  # why it cannot be read (its failed row says so)
+
+    @property
+    def paths(self) -> list[str]:
+        return [str(r.path) for r in self.refs]
 
 
 @dataclass
@@ -75,9 +96,12 @@ class JobSummary:
     failed: int = 0
     already_done: int = 0
     skipped_failed: int = 0
+    copies: int = 0  # inputs with the same content as another input (decoded once, every path kept)
     audio_s: float = 0.0
     wall_s: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[tuple[str, str]] = field(default_factory=list)  # unreadable now; earlier results kept
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # done, with something to check
     subtitles: list[Path] = field(default_factory=list)
 
 
@@ -85,12 +109,12 @@ def expand_inputs(inputs: list[str]) -> list[InputRef]:
     """Files as given; folders searched recursively for audio/video; glob patterns expanded."""
     refs: list[InputRef] = []
     for raw in inputs:
-        path = Path(raw)
+        path = Path(raw).expanduser().absolute()
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_EXTENSIONS)
             refs += [InputRef(p) for p in found] or [InputRef(path, f"directory has no audio files ({path})")]
         elif not path.exists() and any(c in raw for c in "*?["):
-            found = sorted(Path(p) for p in glob.glob(raw, recursive=True) if Path(p).is_file())
+            found = sorted(Path(p).absolute() for p in glob.glob(raw, recursive=True) if Path(p).is_file())
             refs += [InputRef(p) for p in found] or [InputRef(path, f"no file matches {raw!r}")]
         else:
             refs.append(InputRef(path))
@@ -120,8 +144,7 @@ def _trace(event: str, file_id: str, piece: int) -> None:
 
 @dataclass
 class FileContext:
-    ref: InputRef
-    file_id: str
+    task: Task
     transcriber: Transcriber
     cut: CutOptions
     job: JobDir
@@ -129,6 +152,15 @@ class FileContext:
     probed: audio.AudioInfo | AudioError
     bar: tqdm | None = None
     checkpoint: bool = True
+    config_hash: str | None = None
+
+    @property
+    def file_id(self) -> str:
+        return self.task.file_id
+
+    @property
+    def path(self) -> Path:
+        return self.task.refs[0].path
 
 
 def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
@@ -177,7 +209,7 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
     The last batch of a file is not checkpointed: the whole file is consolidated right after it.
     """
     persisted = ctx.job.read_partial(ctx.file_id)
-    batches = _batches(audio.pieces(ctx.ref.path, ctx.cut, info.duration_s, warnings), ctx.transcriber.options.batch_size)
+    batches = _batches(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings), ctx.transcriber.options.batch_size)
     for batch, last in _lookahead(batches):
         known = [persisted.get(p.index) for p in batch]
         if all(k is not None and k["start_sample"] == p.start_sample and k["n_samples"] == p.n_samples
@@ -206,13 +238,13 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     if isinstance(ctx.probed, AudioError):
         raise ctx.probed
     info = ctx.probed
-    warnings: list[str] = []
+    warnings: list[str] = list(info.notes)
     done = list(_decoded_pieces(ctx, info, warnings))
     if not done:
         raise AudioError("file decodes to no audio samples")
     duration = done[-1][0].end_sample / audio.SAMPLE_RATE
     segments = stitch([p for p, _ in done], [r for _, r in done], duration)
-    return (_file_row(duration, done, segments, warnings), _segment_rows(ctx.file_id, ctx.ref, segments),
+    return (_file_row(duration, done, segments, warnings), _segment_rows(ctx.file_id, ctx.path, segments),
             [_piece_row(ctx.file_id, p, r) for p, r in done])
 
 
@@ -227,8 +259,8 @@ def _file_row(duration, done, segments: list[Segment], warnings) -> dict:
     }
 
 
-def _segment_rows(file_id: str, ref: InputRef, segments: list[Segment]) -> list[dict]:
-    return [{"file_id": file_id, "path": str(ref.path), "segment": s.index, "start_s": s.start_s,
+def _segment_rows(file_id: str, path: Path, segments: list[Segment]) -> list[dict]:
+    return [{"file_id": file_id, "path": str(path), "segment": s.index, "start_s": s.start_s,
              "end_s": s.end_s, "text": s.text, "piece": s.piece, "avg_logprob": s.avg_logprob,
              "no_speech_prob": s.no_speech_prob, "words": _word_rows(s.words)} for s in segments]
 
@@ -248,27 +280,27 @@ def _piece_row(file_id: str, p: Piece, r: PieceResult) -> dict:
             "draft_calls": r.draft_calls, "drafted": r.drafted, "accepted": r.accepted, "passes": r.passes}
 
 
-def _base_row(ref: InputRef, file_id: str, models: Models) -> dict:
+def _base_row(ctx: FileContext) -> dict:
     try:
-        stat = ref.path.stat()
+        stat = ctx.path.stat()
         size, mtime = stat.st_size, stat.st_mtime
     except OSError:
         size, mtime = None, None
-    d = models.describe()
-    return {"file_id": file_id, "path": str(ref.path), "size_bytes": size, "mtime": mtime,
-            "model": d["model"], "model_sha256": d["model_sha256"], "assistant": d["assistant"],
-            "runtime": d["runtime"], "finished_at": None}
+    d = ctx.transcriber.models.describe()
+    return {"file_id": ctx.file_id, "path": str(ctx.path), "paths": ctx.task.paths, "size_bytes": size,
+            "mtime": mtime, "model": d["model"], "model_sha256": d["model_sha256"], "assistant": d["assistant"],
+            "runtime": d["runtime"], "finished_at": None, "config_hash": ctx.config_hash}
 
 
 def _run_one(ctx: FileContext, summary: JobSummary) -> None:
     t0 = time.monotonic()
-    row = _base_row(ctx.ref, ctx.file_id, ctx.transcriber.models)
+    row = _base_row(ctx)
     try:
         outcome, segments, pieces = transcribe_file(ctx)
     except AudioError as exc:
         outcome, segments, pieces = {"status": "failed", "error": str(exc)}, [], []
     except (RuntimeError, ValueError, MemoryError) as exc:  # a decoder failure (out of memory too) on this file only
-        log.debug("decoding %s failed:\n%s", ctx.ref.path, traceback.format_exc())
+        log.warning("decoding %s failed:\n%s", ctx.path, traceback.format_exc())
         outcome, segments, pieces = {"status": "failed", "error": f"decoding failed: {type(exc).__name__}: {exc}"}, [], []
     wall = time.monotonic() - t0
     row.update(outcome, wall_s=round(wall, 3), finished_at=_now(), decode_mode=ctx.transcriber.mode)
@@ -280,12 +312,14 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
     if row["status"] == "done":
         summary.done += 1
         summary.audio_s += row["duration_s"]
-        log.info("done %s: %.0f s of audio in %.0f s, %d segments", ctx.ref.path, row["duration_s"], wall,
+        if row["warnings"]:
+            summary.warnings.append((str(ctx.path), row["warnings"]))
+        log.info("done %s: %.0f s of audio in %.0f s, %d segments", ctx.path, row["duration_s"], wall,
                  row["n_segments"])
     else:
         summary.failed += 1
-        summary.failures.append((str(ctx.ref.path), row["error"]))
-        log.warning("%s: %s", ctx.ref.path, row["error"])
+        summary.failures.append((str(ctx.path), row["error"]))
+        log.warning("%s: %s", ctx.path, row["error"])
 
 
 # -- the job ----------------------------------------------------------------------
@@ -301,33 +335,125 @@ def job_config(options: JobOptions, models: Models) -> dict:
 SPEED_ONLY = ("models.assistant", "decode.batch_size")
 
 
-def _plan(refs: list[InputRef], job: JobDir, options: JobOptions, summary: JobSummary) -> list[tuple[InputRef, str]]:
+def output_hash(config: dict) -> str:
+    """The hash of what decides the tokens (SPEED_ONLY left out), kept in every files row: it checks
+    the configuration when job.json is lost."""
+    deciding = json.loads(json.dumps(config))
+    for dotted in SPEED_ONLY:
+        *parents, leaf = dotted.split(".")
+        node = deciding
+        for key in parents:
+            node = node.get(key, {})
+        node.pop(leaf, None)
+    return JobDir.config_hash(deciding)
+
+
+def _check_config(job: JobDir, config: dict, rows: list[dict]) -> None:
+    """job.json decides; when it is lost or damaged, the files rows' hashes decide (and job.json is rebuilt)."""
+    try:
+        old = job.read_job()
+        why = f"{job.root / 'job.json'} is missing"
+    except DamagedState as exc:
+        old, why = None, str(exc)
+    if old is not None:
+        job.check_config(config, SPEED_ONLY, old)
+        return
+    if not rows:
+        return
+    hashes = {r.get("config_hash") for r in rows}
+    if hashes == {output_hash(config)}:
+        log.warning("%s; the results there were made with this configuration: rebuilding it", why)
+        return
+    if None in hashes:
+        raise DamagedState(f"{why}, and the results in {job.root} are older than the configuration hash in "
+                           "their rows, so podscribe cannot tell whether these options made them. Restore job.json, "
+                           "use another --out, or --restart to start over.")
+    raise ConfigChanged(f"{why}, and the results in {job.root} were made with another configuration. Use the "
+                        "options they were made with, another --out, or --restart to start over.")
+
+
+def _readable_rows(job: JobDir) -> list[dict]:
+    """The files rows; a damaged files table is moved aside (its input is decoded again)."""
     rows = job.file_rows()
-    status = {r["file_id"]: r["status"] for r in rows}
-    file_ids = [fingerprint(ref.path) for ref in refs]
-    current = set(file_ids)
-    paths = {str(ref.path) for ref in refs}
-    for r in rows:  # the file at this path changed: its old results go
-        if r["path"] in paths and r["file_id"] not in current:
+    _quarantine_damaged(job)
+    return rows
+
+
+def _quarantine_damaged(job: JobDir) -> None:
+    for path, error in job.damaged:
+        log.warning("damaged table %s (%s): moved to %s; its input is decoded again", path,
+                    error.splitlines()[0] if error else "unreadable", job.quarantine(path).parent)
+    job.damaged.clear()
+
+
+def _identify(refs: list[InputRef], rows: list[dict], fps: Fingerprints) -> list[Identity]:
+    legacy = {p: r["file_id"] for r in rows if len(r["file_id"]) == 16 for p in (r["paths"] or [r["path"]])}
+    known = {r["file_id"] for r in rows}
+    out = []
+    for ref in refs:
+        ident = Identity(path_id(ref.path), ref.error) if ref.error else fps.identify(ref.path)
+        old = legacy.get(str(ref.path))
+        if ident.readable and ident.file_id not in known and old and legacy_fingerprint(ref.path) == old:
+            ident = Identity(old)  # a job dir from before whole-file ids: keep its results
+            fps.adopt(ref.path, old)
+        out.append(ident)
+    return out
+
+
+def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptions,
+          summary: JobSummary) -> list[Task]:
+    fps = job.fingerprints()
+    idents = _identify(refs, rows, fps)
+    content_of = {str(ref.path): ident.file_id for ref, ident in zip(refs, idents) if ident.readable}
+    by_id = {r["file_id"]: r for r in rows}
+    for r in rows:  # a path whose content changed no longer belongs to its old row
+        listed = r["paths"] or [r["path"]]
+        kept = [p for p in listed if content_of.get(p, r["file_id"]) == r["file_id"]]
+        if kept == listed:
+            continue
+        if kept:
+            job.update_file_row({**r, "path": kept[0], "paths": kept})
+        else:
             job.forget(r["file_id"])
+            del by_id[r["file_id"]]
+    known_paths = {p: r["file_id"] for r in by_id.values() for p in (r["paths"] or [r["path"]])}
+    tasks: dict[str, Task] = {}
+    for ref, ident in zip(refs, idents):
+        if not ident.readable and known_paths.get(str(ref.path), ident.file_id) != ident.file_id:
+            summary.missing.append((str(ref.path), ident.problem))  # results from an earlier run stay
+            continue
+        if ident.file_id in tasks:
+            tasks[ident.file_id].refs.append(ref)
+            summary.copies += 1
+        else:
+            tasks[ident.file_id] = Task(ident.file_id, [ref], ident.problem)
     todo = []
-    for ref, file_id in zip(refs, file_ids):
-        state = status.get(file_id)
+    for task in tasks.values():
+        row = by_id.get(task.file_id)
+        state = row["status"] if row else None
+        if state == "done" and row["n_segments"] and not job.readable("segments", task.file_id):
+            _quarantine_damaged(job)
+            state = None
         if state == "done":
             summary.already_done += 1
+            listed = row["paths"] or [row["path"]]
+            added = [p for p in task.paths if p not in listed]
+            if added:  # a new copy of finished content: record its path (subtitles are written for it too)
+                job.update_file_row({**row, "paths": listed + added})
         elif state == "failed" and not options.retry_failed:
             summary.skipped_failed += 1
         else:
-            todo.append((ref, file_id))
+            todo.append(task)
+    fps.save()
     return todo
 
 
-def _probe(ref: InputRef) -> audio.AudioInfo | AudioError:
+def _probe(task: Task) -> audio.AudioInfo | AudioError:
     """Probed once per file: for the progress total, then for decoding (an error becomes its failed row)."""
-    if ref.error:
-        return AudioError(ref.error)
+    if task.problem:
+        return AudioError(task.problem)
     try:
-        return audio.probe(ref.path)
+        return audio.probe(task.refs[0].path)
     except AudioError as exc:
         return exc
 
@@ -336,36 +462,44 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
         stop: threading.Event | None = None) -> JobSummary:
     start = time.monotonic()
     stop = stop or threading.Event()
-    job = JobDir(options.out_dir)
-    job.lock()
-    if models is None:
-        models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
-                             options.cache_dir)
-    config = job_config(options, models)
-    if options.restart:
-        job.clear()
-    job.check_config(config, SPEED_ONLY)
     refs = expand_inputs(inputs)
-    job.write_job(config, [str(r.path) for r in refs])
-    transcriber = Transcriber(models, options.decode)
-    summary = JobSummary(Path(options.out_dir))
-    todo = _plan(refs, job, options, summary)
-    probed = {id(ref): _probe(ref) for ref, _ in todo}
+    job = JobDir(options.out_dir)
+    with job.locked():
+        if models is None:
+            models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
+                                 options.cache_dir)
+        config = job_config(options, models)
+        if options.restart:
+            job.clear()
+        rows = _readable_rows(job)
+        _check_config(job, config, rows)
+        job.write_job(config, [str(r.path) for r in refs])
+        summary = JobSummary(Path(options.out_dir))
+        todo = _plan(refs, job, rows, options, summary)
+        transcriber = Transcriber(models, options.decode)
+        _decode_all(todo, job, transcriber, options, output_hash(config), stop, summary)
+        if options.subtitles:
+            from .export import export_job
+
+            summary.subtitles = export_job(options.out_dir, options.subtitles)
+    summary.wall_s = time.monotonic() - start
+    return summary
+
+
+def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options: JobOptions, config_hash: str,
+                stop: threading.Event, summary: JobSummary) -> None:
+    probed = {task.file_id: _probe(task) for task in todo}
     durations = {key: 0.0 if isinstance(info, AudioError) else info.duration_s or 0.0 for key, info in probed.items()}
     with tqdm(total=round(sum(durations.values()) / 3600, 3), unit="h", desc="job", disable=not options.progress,
               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
               position=0) as job_bar:
-        for ref, file_id in todo:
-            with tqdm(total=round(durations[id(ref)], 1), unit="s", desc=ref.path.name[:40], leave=False,
-                      disable=not options.progress, position=1,
+        for task in todo:
+            if stop.is_set():  # a stop between files (short files end inside one batch)
+                raise Interrupted()
+            with tqdm(total=round(durations[task.file_id], 1), unit="s", desc=task.refs[0].path.name[:40],
+                      leave=False, disable=not options.progress, position=1,
                       bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]") as file_bar:
-                ctx = FileContext(ref, file_id, transcriber, options.cut, job, stop, probed[id(ref)], file_bar,
-                                  options.checkpoint_pieces)
+                ctx = FileContext(task, transcriber, options.cut, job, stop, probed[task.file_id], file_bar,
+                                  options.checkpoint_pieces, config_hash)
                 _run_one(ctx, summary)
-            job_bar.update(round(durations[id(ref)] / 3600, 3))
-    if options.subtitles:
-        from .export import export_job
-
-        summary.subtitles = export_job(options.out_dir, options.subtitles)
-    summary.wall_s = time.monotonic() - start
-    return summary
+            job_bar.update(round(durations[task.file_id] / 3600, 3))

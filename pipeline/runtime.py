@@ -6,6 +6,11 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import UsageProblem
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+          "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+
 
 @dataclass(frozen=True)
 class Runtime:
@@ -25,12 +30,16 @@ def pick_runtime(device: str = "auto", dtype: str = "auto") -> Runtime:
     """``auto``: CUDA with fp16 when a GPU is there, else CPU with fp32 (fp16 on CPU is slow and lossy)."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise UsageProblem(f"--device {device!r}: choose auto, cpu, cuda or cuda:N") from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for, but torch sees no CUDA device")
+        raise UsageProblem(f"--device {device} was asked for, but torch sees no CUDA device")
     if dtype == "auto":
         torch_dtype = torch.float16 if dev.type == "cuda" else torch.float32
     else:
-        torch_dtype = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
-                       "fp16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}[dtype]
+        if dtype not in DTYPES:
+            raise UsageProblem(f"--dtype {dtype!r}: choose auto or one of {', '.join(DTYPES)}")
+        torch_dtype = DTYPES[dtype]
     return Runtime(dev, torch_dtype)

@@ -1,13 +1,19 @@
-"""`podscribe status`: what a job dir has done, what is left and how long it will take."""
+"""`podscribe status`: what a job dir has done, what is left and how long it will take.
+
+Read-only and never a traceback: a damaged table or job.json is reported with what
+to do about it, and the rest of the job is still counted.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import audio
 from .audio import AudioError
-from .manifest import JobDir, fingerprint
+from .errors import DamagedState
+from .manifest import JobDir, damage_hint
 
 
 @dataclass
@@ -17,10 +23,13 @@ class JobStatus:
     failed: int = 0
     pending: int = 0
     in_progress: int = 0  # pending files with persisted pieces
+    with_warnings: int = 0
     audio_done_s: float = 0.0
     audio_left_s: float = 0.0
     wall_s: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # inputs that cannot be read now
+    problems: list[str] = field(default_factory=list)  # damaged state, with what to do
 
     @property
     def throughput(self) -> float:
@@ -36,37 +45,70 @@ class JobStatus:
         lines = [
             f"job: {self.root}",
             f"files: {self.done} done, {self.failed} failed, {self.pending} pending"
-            + (f" ({self.in_progress} half done)" if self.in_progress else ""),
+            + (f" ({self.in_progress} half done)" if self.in_progress else "")
+            + (f"; {self.with_warnings} done with warnings" if self.with_warnings else ""),
             f"audio: {self.audio_done_s / 3600:.2f} h done, {self.audio_left_s / 3600:.2f} h left",
             f"throughput: {self.throughput:.1f}x real time; ETA {eta}",
         ]
         if self.failures:
             lines.append("failed:")
-            lines += [f"  {path}: {error}" for path, error in self.failures]
+            lines += [f"  {_shown(path)}: {error}" for path, error in self.failures]
+        if self.missing:
+            lines.append("missing (cannot be read now; results from earlier runs are kept):")
+            lines += [f"  {_shown(path)}" for path in self.missing]
+        if self.problems:
+            lines.append("problems:")
+            lines += [f"  {p}" for p in self.problems]
         return "\n".join(lines)
+
+
+def _shown(path: str) -> str:
+    """A path relative to the current folder where it lies below it (shorter to read), else as stored."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
 
 
 def job_status(root: Path) -> JobStatus:
     job = JobDir(root)
-    record = job.read_job() or {}
     st = JobStatus(Path(root))
+    try:
+        record = job.read_job() or {}
+    except DamagedState as exc:
+        record = {}
+        st.problems.append(f"{exc}: pending inputs cannot be listed; the next run rebuilds it from the results, "
+                           "or use --restart")
     rows = {r["file_id"]: r for r in job.file_rows()}
+    by_path = {p: fid for fid, r in rows.items() for p in (r["paths"] or [r["path"]])}
     for r in rows.values():
         if r["status"] == "done":
             st.done += 1
             st.audio_done_s += r["duration_s"] or 0.0
             st.wall_s += r["wall_s"] or 0.0
+            st.with_warnings += bool(r["warnings"])
         else:
             st.failed += 1
             st.failures.append((r["path"], r["error"]))
+    fingerprints = job.fingerprints()  # read-only here: status never writes into the job dir
+    pending: set[str] = set()
     for path in map(Path, record.get("inputs", [])):
-        file_id = fingerprint(path)
-        if file_id in rows:
+        ident = fingerprints.identify(path)
+        if not ident.readable:
+            if by_path.get(str(path), ident.file_id) != ident.file_id:  # it had content: results kept
+                st.missing.append(str(path))
+            else:
+                pending.add(ident.file_id)
             continue
-        st.pending += 1
-        st.in_progress += job.has_partial(file_id)
+        if ident.file_id in rows or ident.file_id in pending:
+            continue
+        pending.add(ident.file_id)
+        st.in_progress += job.has_partial(ident.file_id)
         try:
             st.audio_left_s += audio.probe(path).duration_s or 0.0
         except AudioError:
             pass
+    st.pending = len(pending)
+    st.problems += [damage_hint(path, error) for path, error in job.damaged]
     return st

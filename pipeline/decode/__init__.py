@@ -6,15 +6,20 @@
 - ``lean.py``: the decoder forward with a preallocated per-row KV cache;
 - ``rules.py``: Whisper's logits rules (suppression, timestamps), vectorised;
 - ``reference.py``: transformers' own generate, the reference the tests and benchmark compare with;
-- ``auto.py``: ``--assistant auto``, a calibration that picks the fastest identical mode.
+- ``auto.py``: ``--assistant auto``, a calibration that picks the fastest identical mode;
+- ``options.py``: ``DecodeOptions`` (light: importing it loads no torch).
+
+The stage's names are imported lazily, so ``from pipeline.decode import DecodeOptions`` stays cheap.
 """
 
-from .transcriber import (  # noqa: F401
-    DecodeOptions,
-    PieceResult,
-    RawSegment,
-    Transcriber,
-    attach_words,
-    drop_repeats,
-    is_non_speech_text,
-)
+from .options import DecodeOptions  # noqa: F401
+
+_TRANSCRIBER = {"PieceResult", "RawSegment", "Transcriber", "attach_words", "drop_repeats", "is_non_speech_text"}
+
+
+def __getattr__(name: str):
+    if name in _TRANSCRIBER:
+        from . import transcriber
+
+        return getattr(transcriber, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

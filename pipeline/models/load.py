@@ -16,9 +16,7 @@ from transformers import (
 )
 
 from ..runtime import Runtime
-from .registry import OFFLINE_HINT, ModelUnavailable, ResolvedModel, resolve
-
-SELF_INT8 = "self-int8"
+from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, resolve
 AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
 CPU_DEFAULTS = ("base", None)

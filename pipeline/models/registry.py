@@ -13,10 +13,14 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UsageProblem
 from . import ct2
+
+SELF_INT8 = "self-int8"  # the main model's own decoder, int8: an assistant name, not a model
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ OFFLINE_HINT = (
 )
 
 
-class ModelUnavailable(RuntimeError):
+class ModelUnavailable(UsageProblem):
     """A model name that cannot be turned into weights here."""
 
 
@@ -127,7 +131,25 @@ def resolve(name: str, cache_dir: Path | None = None) -> ResolvedModel:
         raise ModelUnavailable(f"{path} is neither a Transformers model dir nor a CTranslate2 Whisper dir")
     if path.exists() or name.startswith((".", "/", "~")):
         raise ModelUnavailable(f"model path {name!r} is not a directory")
+    _check_hub_id(name)
     return ResolvedModel(name, name, name)  # a hub id; from_pretrained will fetch it
+
+
+def _check_hub_id(name: str) -> None:
+    """Answer at once for a name that is no model, instead of minutes of download retries."""
+    offline = f"not an offline alias ({', '.join(OFFLINE_MODELS)}), not a local directory"
+    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name):
+        raise ModelUnavailable(f"model {name!r} is {offline}, and not a hub id. {OFFLINE_HINT}")
+    try:
+        from huggingface_hub import file_exists, try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(name, "config.json"), str) or file_exists(name, "config.json"):
+            return
+        problem = "the Hugging Face hub has no such model"
+    except Exception as exc:  # offline mode, no network, gated repo: all mean "not usable now"
+        problem = f"the Hugging Face hub cannot give it ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+    raise ModelUnavailable(f"model {name!r} is {offline}, not in the Hugging Face cache, and {problem}. "
+                           f"{OFFLINE_HINT}")
 
 
 def list_offline() -> list[dict]:
