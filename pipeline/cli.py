@@ -17,6 +17,7 @@ from . import errors, jobfile
 from .audio import CutOptions
 from .decode.options import DecodeOptions
 from .errors import PodscribeError
+from .languages import language_code
 from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
 
 DTYPES = ("auto", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
@@ -76,7 +77,8 @@ def job_options(flags_default_none: bool):
                      help="auto: fp16 on CUDA, fp32 on CPU."),
         click.option("--batch-size", default=d("batch_size"), show_default=show, type=click.IntRange(1, 64),
                      help="Pieces decoded together (with an assistant too; with 'auto', the largest it may pick)."),
-        click.option("--language", default=None, help="Language code (en, nl, de, ...). Default: detected per piece."),
+        click.option("--language", default=None,
+                     help="Language code or name (en, nl, German, ...); auto: detect per piece (the default)."),
         click.option("--task", type=click.Choice(["transcribe", "translate"]), default=d("task"), show_default=show),
         click.option("--min-piece", type=float, default=d("min_piece"), show_default=show,
                      help="Shortest piece in seconds (cuts prefer silences)."),
@@ -96,12 +98,30 @@ def job_options(flags_default_none: bool):
                      help="Also log each finished or failed file here."),
     ]
 
+    options += [click.option(*names, hidden=True, expose_value=False, callback=_unsupported)
+                for names in UNSUPPORTED]
+
     def decorate(f):
         for option in reversed(options):
             f = option(f)
         return f
 
     return decorate
+
+
+# Decoding flags of openai-whisper / faster-whisper that podscribe has no equivalent for: a clear answer, not
+# click's "did you mean --batch-size?" (a different meaning).
+UNSUPPORTED = [tuple(dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))) for name in (
+    "beam_size", "best_of", "temperature", "patience", "length_penalty", "temperature_increment_on_fallback",
+    "condition_on_previous_text", "suppress_tokens", "sampling_temperature", "num_beams")]
+
+
+def _unsupported(ctx, param, value):
+    if value is not None:
+        raise click.UsageError(
+            f"{param.opts[0]} is not supported: podscribe decodes greedily, so that its output is token for token "
+            "the main model's with or without an assistant (speculative decoding). Leave it out.", ctx)
+    return value
 
 
 def _settings(flags: dict, job: dict | None = None) -> dict:
@@ -135,7 +155,8 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
         return JobOptions(
             out_dir=out_dir, model=settings["model"], assistant=settings["assistant"], device=settings["device"],
             dtype=settings["dtype"],
-            decode=DecodeOptions(language=settings["language"], task=settings["task"], batch_size=settings["batch_size"],
+            decode=DecodeOptions(language=language_code(settings["language"]), task=settings["task"],
+                                 batch_size=settings["batch_size"],
                                  word_timestamps=settings["word_timestamps"]),
             subtitles=settings["subtitles"],
             cut=CutOptions(min_s=settings["min_piece"], max_s=settings["max_piece"]),
@@ -209,6 +230,9 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
     except PodscribeError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except ValueError as exc:  # options the loaded model refuses (a language for an English-only model)
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(errors.EXIT_USAGE)
     finally:
         if hasattr(signal, "setitimer"):
             signal.setitimer(signal.ITIMER_REAL, 0)

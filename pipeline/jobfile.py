@@ -7,8 +7,12 @@ podscribe is run in, as on the command line.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, packaged
+    import tomli as tomllib
 
 KEYS = {
     "name": str, "inputs": list, "input_list": str, "out": str, "model": str, "assistant": str,

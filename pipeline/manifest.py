@@ -62,6 +62,7 @@ SEGMENTS_SCHEMA = pa.schema([
     ("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string()), ("piece", pa.int32()),
     ("avg_logprob", pa.float32()), ("no_speech_prob", pa.float32()),
     ("words", pa.list_(WORD)),  # null when the job ran without word timestamps
+    ("language", pa.string()),  # of the piece it was decoded in (detected or given)
 ])
 
 PIECES_SCHEMA = pa.schema([

@@ -163,17 +163,6 @@ class FileContext:
         return self.task.refs[0].path
 
 
-def _batches(pieces: Iterator[Piece], size: int) -> Iterator[list[Piece]]:
-    batch: list[Piece] = []
-    for piece in pieces:
-        batch.append(piece)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def _to_partial(file_id: str, piece: Piece, r: PieceResult) -> dict:
     row = _piece_row(file_id, piece, r)
     row.update(n_samples=piece.n_samples, tokens=r.tokens,
@@ -194,43 +183,69 @@ def _from_partial(row: dict) -> tuple[Piece, PieceResult]:
     return piece, result
 
 
-def _lookahead(batches: Iterator[list[Piece]]) -> Iterator[tuple[list[Piece], bool]]:
-    """Each batch with whether it is the file's last one."""
-    current = next(batches, None)
-    while current is not None:
-        following = next(batches, None)
-        yield current, following is None
+def _with_last(items: Iterator) -> Iterator[tuple[object, bool]]:
+    """Each item with whether it is the last one."""
+    current = next(items, _END)
+    while current is not _END:
+        following = next(items, _END)
+        yield current, following is _END
         current = following
 
 
-def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]):
-    """Every piece of the file with its result: persisted ones are reused, the rest decoded and persisted.
+_END = object()
 
-    The last batch of a file is not checkpointed: the whole file is consolidated right after it.
+
+def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]):
+    """Every piece of the file with its result, in order: persisted ones are reused, the others decoded in
+    batches of ``batch_size`` and persisted.
+
+    Only pieces not yet persisted form batches, so a run resumed with another batch size decodes nothing
+    twice; with the same batch size it forms exactly the batches of an uninterrupted run (persisted batches
+    are whole ones). The last batch of a file is not checkpointed: the file is consolidated right after it.
     """
     persisted = ctx.job.read_partial(ctx.file_id)
-    batches = _batches(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings), ctx.transcriber.options.batch_size)
-    for batch, last in _lookahead(batches):
-        known = [persisted.get(p.index) for p in batch]
-        if all(k is not None and k["start_sample"] == p.start_sample and k["n_samples"] == p.n_samples
-               for k, p in zip(known, batch)):
-            results = [_from_partial(k)[1] for k in known]
+    size = ctx.transcriber.options.batch_size
+    queue: list[list] = []  # [piece, result or None] in piece order
+    batch: list[list] = []
+    for piece, last in _with_last(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings)):
+        known = persisted.get(piece.index)
+        if known is not None and known["start_sample"] == piece.start_sample and known["n_samples"] == piece.n_samples:
+            piece.samples = None
+            queue.append([piece, _from_partial(known)[1]])
         else:
-            results = ctx.transcriber.transcribe([p.samples for p in batch])
-            for p in batch:
-                _trace("decoded", ctx.file_id, p.index)
-            if ctx.checkpoint and not last:
-                rows = [_to_partial(ctx.file_id, p, r) for p, r in zip(batch, results)]
-                ctx.job.write_partial(ctx.file_id, batch[0].index, rows)
-                for p in batch:
-                    _trace("persisted", ctx.file_id, p.index)
-        for piece, result in zip(batch, results):
-            piece.samples = None  # the audio is no longer needed; keep memory bounded
-            if ctx.bar is not None:
-                ctx.bar.update(round(piece.duration_s, 2))
-            yield piece, result
-        if ctx.stop.is_set() and not last:
-            raise Interrupted()
+            queue.append([piece, None])
+            batch.append(queue[-1])
+        if batch and (len(batch) == size or last):
+            _decode_batch(ctx, batch, checkpoint=ctx.checkpoint and not last)
+            batch = []
+            if ctx.stop.is_set() and not last:
+                yield from _ready(ctx, queue)
+                raise Interrupted()
+        yield from _ready(ctx, queue)
+
+
+def _decode_batch(ctx: FileContext, batch: list[list], checkpoint: bool) -> None:
+    pieces = [entry[0] for entry in batch]
+    results = ctx.transcriber.transcribe([p.samples for p in pieces])
+    for p in pieces:
+        _trace("decoded", ctx.file_id, p.index)
+    if checkpoint:
+        ctx.job.write_partial(ctx.file_id, pieces[0].index,
+                              [_to_partial(ctx.file_id, p, r) for p, r in zip(pieces, results)])
+        for p in pieces:
+            _trace("persisted", ctx.file_id, p.index)
+    for entry, result in zip(batch, results):
+        entry[0].samples = None  # the audio is no longer needed; keep memory bounded
+        entry[1] = result
+
+
+def _ready(ctx: FileContext, queue: list[list]):
+    """Yield the leading pieces whose results are known (a persisted piece waits behind an undecoded one)."""
+    while queue and queue[0][1] is not None:
+        piece, result = queue.pop(0)
+        if ctx.bar is not None:
+            ctx.bar.update(round(piece.duration_s, 2))
+        yield piece, result
 
 
 def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
@@ -244,24 +259,36 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
         raise AudioError("file decodes to no audio samples")
     duration = done[-1][0].end_sample / audio.SAMPLE_RATE
     segments = stitch([p for p, _ in done], [r for _, r in done], duration)
-    return (_file_row(duration, done, segments, warnings), _segment_rows(ctx.file_id, ctx.path, segments),
+    languages = {p.index: r.language for p, r in done}
+    return (_file_row(duration, done, segments, warnings), _segment_rows(ctx.file_id, ctx.path, segments, languages),
             [_piece_row(ctx.file_id, p, r) for p, r in done])
 
 
+def file_language(done: list[tuple[Piece, PieceResult]]) -> str | None:
+    """The language with the most speech: seconds inside each piece's segments (its whole length when the
+    segments are missing), not a count of pieces — two short pieces must not outvote one long one."""
+    seconds: dict[str, float] = {}
+    for piece, r in done:
+        if r.language and not r.skipped:
+            spoken = sum(max(0.0, s.end_s - s.start_s) for s in r.segments) or piece.duration_s
+            seconds[r.language] = seconds.get(r.language, 0.0) + spoken
+    return max(seconds, key=lambda lang: (seconds[lang], lang)) if seconds else None
+
+
 def _file_row(duration, done, segments: list[Segment], warnings) -> dict:
-    languages = [r.language for _, r in done if r.language and not r.skipped]
     return {
         "status": "done", "error": None, "warnings": "; ".join(warnings) or None,
-        "duration_s": round(duration, 3), "language": max(set(languages), key=languages.count) if languages else None,
+        "duration_s": round(duration, 3), "language": file_language(done),
         "n_pieces": len(done), "n_segments": len(segments), "n_words": sum(len(s.text.split()) for s in segments),
         "main_calls": sum(r.main_calls for _, r in done), "draft_calls": sum(r.draft_calls for _, r in done),
         "drafted": sum(r.drafted for _, r in done), "accepted": sum(r.accepted for _, r in done),
     }
 
 
-def _segment_rows(file_id: str, path: Path, segments: list[Segment]) -> list[dict]:
+def _segment_rows(file_id: str, path: Path, segments: list[Segment], languages: dict[int, str | None]) -> list[dict]:
     return [{"file_id": file_id, "path": str(path), "segment": s.index, "start_s": s.start_s,
-             "end_s": s.end_s, "text": s.text, "piece": s.piece, "avg_logprob": s.avg_logprob,
+             "end_s": s.end_s, "text": s.text, "piece": s.piece, "language": languages.get(s.piece),
+             "avg_logprob": s.avg_logprob,
              "no_speech_prob": s.no_speech_prob, "words": _word_rows(s.words)} for s in segments]
 
 

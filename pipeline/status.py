@@ -83,6 +83,11 @@ def job_status(root: Path) -> JobStatus:
     rows = {r["file_id"]: r for r in job.file_rows()}
     by_path = {p: fid for fid, r in rows.items() for p in (r["paths"] or [r["path"]])}
     for r in rows.values():
+        if r["status"] == "done" and r["n_segments"] and not job.readable("segments", r["file_id"]):
+            if not job.table_path("segments", r["file_id"]).exists():
+                st.problems.append(f"the segments table of {r['path']} is missing: rerun the job to decode it again")
+            st.pending += 1
+            continue
         if r["status"] == "done":
             st.done += 1
             st.audio_done_s += r["duration_s"] or 0.0
@@ -109,6 +114,6 @@ def job_status(root: Path) -> JobStatus:
             st.audio_left_s += audio.probe(path).duration_s or 0.0
         except AudioError:
             pass
-    st.pending = len(pending)
+    st.pending += len(pending)
     st.problems += [damage_hint(path, error) for path, error in job.damaged]
     return st

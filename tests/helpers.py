@@ -60,3 +60,17 @@ def write_wav(path: Path, samples: np.ndarray) -> Path:
                           check=True)
     assert proc.returncode == 0
     return path
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def podscribe(*args: str, cache_dir: Path, cwd: Path = REPO, env: dict | None = None,
+              timeout: float = 600) -> subprocess.CompletedProcess:
+    """The CLI in a real process (PYTHONPATH makes `-m pipeline.cli` work from any folder)."""
+    import os
+    import sys
+
+    full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=timeout)

@@ -55,10 +55,12 @@ def job(inputs, cache_dir, tmp_path_factory):
 def test_good_files_done_bad_files_failed_with_readable_errors(job, inputs):
     out, result = job
     assert result.returncode == 0, result.stderr
-    assert "done: 2, failed: 5" in result.stdout
+    assert "done: 3, failed: 4" in result.stdout
     rows = {Path(r["path"]).name: r for r in ds.dataset(out / "files").to_table().to_pylist()}
     assert rows[inputs["m4a"].name]["status"] == "done" and rows[inputs["odd"].name]["status"] == "done"
-    expected_errors = {"truncated": "truncated", "empty": "empty", "text": "not a readable audio",
+    truncated = rows[inputs["truncated"].name]  # its readable half is kept, and marked
+    assert truncated["status"] == "done" and truncated["warnings"].startswith("truncated"), truncated
+    expected_errors = {"empty": "empty", "text": "not a readable audio",
                        "emptydir": "no audio files", "missing": "not found"}
     for key, message in expected_errors.items():
         row = rows[inputs[key].name]
@@ -84,7 +86,7 @@ def test_manifests_read_with_pyarrow_pandas_and_datasets(job, inputs):
     assert "ask not what your country can do for you" in " ".join(jfk.text).lower()
     files = datasets.load_dataset("parquet", data_files=str(out / "files" / "*.parquet"), split="train",
                                   cache_dir=str(out.parent / "hf-cache"))
-    assert sorted(files["status"]) == ["done"] * 2 + ["failed"] * 5
+    assert sorted(files["status"]) == ["done"] * 3 + ["failed"] * 4
     assert not [p for p in out.rglob("*") if p.suffix == ".tmp" or p.name.startswith(".") and p.name != ".lock"], \
         "temp files left"
 
@@ -108,7 +110,7 @@ def test_exit_codes(inputs, cache_dir, tmp_path):
     assert bad_args.returncode == 2
     bad_model = podscribe("transcribe", "--model", "/nonexistent/model", "--out", str(tmp_path / "m"),
                           str(inputs["odd"]), cache_dir=cache_dir)
-    assert bad_model.returncode == 1 and "not a directory" in bad_model.stderr
+    assert bad_model.returncode == 2 and "not a directory" in bad_model.stderr
 
 
 def test_models_list_and_import(cache_dir):
@@ -133,7 +135,7 @@ def test_job_file_runs_and_flags_override_it(inputs, cache_dir, tmp_path):
     assert "1 done, 0 failed, 0 pending" in status.stdout
     job.write_text('inputs = ["x.mp3"]\nbatchsize = 3\n')
     bad = podscribe("run", str(job), cache_dir=cache_dir)
-    assert bad.returncode == 1 and "unknown keys batchsize" in bad.stderr
+    assert bad.returncode == 2 and "unknown keys batchsize" in bad.stderr
 
 
 def test_the_example_job_file_documents_every_key():

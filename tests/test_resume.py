@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from helpers import ffmpeg
+from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_LOCKED, EXIT_SIGTERM
 
 REPO = Path(__file__).resolve().parents[1]
 # Small pieces one at a time: many checkpoints, so every kill lands on a job with work left.
@@ -83,21 +84,27 @@ def reference(archive, cache_dir, tmp_path_factory) -> dict:
     return tables(out)
 
 
-def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(archive, reference, cache_dir, tmp_path):
+def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupted_run(archive, reference, cache_dir,
+                                                                                      tmp_path):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     rng = random.Random(4)
-    kills = 0
+    kills, terms = 0, 0
     while True:
         proc = start(out, archive, cache_dir, trace)
-        if kills >= 5 or not wait_for_progress(proc, trace, len(lines(trace))):
+        if kills + terms >= 6 or not wait_for_progress(proc, trace, len(lines(trace))):
             break
         time.sleep(rng.uniform(0.0, 0.6))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        kills += 1
+        if (kills + terms) % 2:  # what systemd, docker and Kubernetes send: a clean stop
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=120) in (EXIT_SIGTERM, 0)
+            terms += 1
+        else:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
     code, stdout, stderr = finish(proc)
     assert code == 0, stderr
-    assert kills >= 5
+    assert kills >= 3 and terms >= 3
     assert tables(out) == reference
     persisted, decoded_again, runners_per_file = set(), [], {}
     for line in lines(trace):
@@ -120,7 +127,7 @@ def test_one_runner_per_job_dir_and_a_killed_runner_leaves_no_stuck_lock(archive
     assert wait_for_progress(first, trace, 0)
     first.send_signal(signal.SIGSTOP)  # frozen, it still holds the lock, however fast this machine is
     code, stdout, stderr = finish(start(out, archive, cache_dir), timeout=120)
-    assert code != 0 and "another podscribe runner" in stderr and str(first.pid) in stderr
+    assert code == EXIT_LOCKED and "another podscribe runner" in stderr and str(first.pid) in stderr
     first.send_signal(signal.SIGKILL)
     first.wait()
     code, stdout, stderr = finish(start(out, archive, cache_dir))
@@ -132,7 +139,7 @@ def test_changed_configuration_is_refused_unless_restarted(archive, reference, c
     out = tmp_path / "job"
     assert finish(start(out, archive[2:], cache_dir))[0] == 0
     code, stdout, stderr = finish(start(out, archive[2:], cache_dir, None, "--language", "en", "--batch-size", "3"))
-    assert code == 1 and "another configuration" in stderr and "language: None -> 'en'" in stderr
+    assert code == EXIT_CONFIG_CHANGED and "another configuration" in stderr and "language: None -> 'en'" in stderr
     assert "batch_size" not in stderr  # speed only: every batch size gives the same tokens
     code, stdout, stderr = finish(start(out, archive[2:], cache_dir, None, "--batch-size", "3"))
     assert code == 0 and "already done: 1" in stdout
@@ -172,3 +179,22 @@ def test_ctrl_c_finishes_the_batch_in_hand_and_exits_cleanly(archive, cache_dir,
     status = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO,
                             capture_output=True, text=True)
     assert status.returncode == 0 and "pending" in status.stdout and "h left" in status.stdout
+
+
+def test_resuming_with_another_batch_size_decodes_no_persisted_piece_again(archive, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    proc = start(out, archive[:1], cache_dir, trace)  # batch size 1: a checkpoint per piece
+    while sum(line.startswith("persisted") for line in lines(trace)) < 2:
+        assert wait_for_progress(proc, trace, len(lines(trace)))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    code, stdout, stderr = finish(start(out, archive[:1], cache_dir, trace, "--batch-size", "3"))
+    assert code == 0 and "done: 1" in stdout, stderr
+    persisted, decoded_again = set(), []
+    for line in lines(trace):
+        event, file_id, piece, _ = line.split()
+        if event == "persisted":
+            persisted.add((file_id, piece))
+        elif (file_id, piece) in persisted:
+            decoded_again.append(piece)
+    assert not decoded_again, f"persisted pieces decoded again with another batch size: {decoded_again}"

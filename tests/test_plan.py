@@ -1,0 +1,73 @@
+"""Fast tests (no model) of the runner's pure parts: a file's language, input identity, copies."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from pipeline.audio import SAMPLE_RATE, Piece
+from pipeline.decode.transcriber import PieceResult, RawSegment
+from pipeline.manifest import Fingerprints, identify
+from pipeline.runner import expand_inputs, file_language
+
+
+def _piece(index: int, seconds: float) -> Piece:
+    return Piece(index, index * 30 * SAMPLE_RATE, None, int(seconds * SAMPLE_RATE))
+
+
+def _result(language: str, spoken: list[tuple[float, float]], skipped: str | None = None) -> PieceResult:
+    return PieceResult(segments=[RawSegment(a, b, "words") for a, b in spoken], language=language, skipped=skipped)
+
+
+def test_a_files_language_is_the_one_with_the_most_speech_not_the_most_pieces():
+    done = [(_piece(0, 29), _result("en", [(0, 14), (14.5, 28.5)])),
+            (_piece(1, 8), _result("de", [(0, 6)])), (_piece(2, 7), _result("de", [(0.5, 6.5)]))]
+    assert file_language(done) == "en"
+    done.append((_piece(3, 30), _result("de", [(0, 20)])))
+    assert file_language(done) == "de"
+
+
+def test_skipped_pieces_and_pieces_without_segments_weigh_as_they_should():
+    done = [(_piece(0, 30), _result("cy", [], skipped="no_voice")), (_piece(1, 5), _result("en", []))]
+    assert file_language(done) == "en"  # no segments: the piece's length counts; skipped pieces never
+    assert file_language([(_piece(0, 30), _result("cy", [], skipped="silence"))]) is None
+
+
+def test_identity_reads_content_and_never_blocks_on_a_fifo(tmp_path):
+    a, b = tmp_path / "a.wav", tmp_path / "b.wav"
+    a.write_bytes(b"\0" * 100_000 + b"A" + b"\0" * 100_000)
+    b.write_bytes(b"\0" * 100_000 + b"B" + b"\0" * 100_000)
+    assert identify(a)[0].file_id != identify(b)[0].file_id  # same size, same first and last 64 KiB
+    fifo = tmp_path / "pipe.mp3"
+    os.mkfifo(fifo)
+    result = []
+    worker = threading.Thread(target=lambda: result.append(identify(fifo)[0]), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert result and not result[0].readable and "FIFO" in result[0].problem
+    missing = identify(tmp_path / "gone.mp3")[0]
+    assert not missing.readable and missing.file_id.startswith("x")
+
+
+def test_fingerprints_hash_again_only_what_changed(tmp_path):
+    a = tmp_path / "a.wav"
+    a.write_bytes(b"one")
+    cache = Fingerprints(tmp_path / "fingerprints.json")
+    first = cache.identify(a).file_id
+    cache.save()
+    cache = Fingerprints(tmp_path / "fingerprints.json")
+    assert cache.identify(a).file_id == first and not cache.changed  # from the cache: not read again
+    time.sleep(0.01)
+    a.write_bytes(b"two")
+    assert cache.identify(a).file_id != first
+
+
+def test_inputs_are_absolute_and_a_path_given_twice_is_one_input(tmp_path, monkeypatch):
+    (tmp_path / "show").mkdir()
+    (tmp_path / "show" / "ep1.mp3").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    refs = expand_inputs(["show/ep1.mp3", str(tmp_path / "show" / "ep1.mp3"), "show"])
+    assert [r.path for r in refs] == [tmp_path / "show" / "ep1.mp3"]
+    assert all(Path(r.path).is_absolute() for r in refs)

@@ -1,0 +1,386 @@
+"""Nothing lost, nothing hung: the ordinary accidents of a night-long job, in real processes.
+
+Each test builds the bad situation (colliding files, a FIFO, an unmounted input, a damaged
+table, a full disk, a read-only folder, odd names, signals) and asserts what the user sees
+(exit code, message) and that no finished result was lost or rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from helpers import REPO, ffmpeg, podscribe, write_wav
+from pipeline import audio
+from pipeline.decode import DecodeOptions
+from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_DAMAGED_STATE, EXIT_SIGTERM, EXIT_STORAGE, EXIT_USAGE
+from pipeline.manifest import JobDir, identify, legacy_fingerprint
+from pipeline.runner import JobOptions, run
+
+TINY = ["--model", "tiny.en", "-q"]
+
+
+def files_rows(out: Path) -> dict[str, dict]:
+    return {r["file_id"]: r for r in ds.dataset(out / "files").to_table().to_pylist()}
+
+
+def snapshot(out: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for table in ("files", "segments", "pieces") for p in (out / table).glob("*.parquet")}
+
+
+def job_options(out: Path, **kw) -> JobOptions:
+    return JobOptions(out_dir=out, decode=DecodeOptions(language="en"), progress=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def speech(clips, tmp_path_factory) -> dict[str, Path]:
+    """Short real speech in a few containers, 16 kHz mono."""
+    d = tmp_path_factory.mktemp("speech")
+    by_name = {c.path.name: c.path for c in clips}
+    out = {}
+    for name, src in (("jfk", "jfk.flac"), ("left", "stereo_diarization_left.wav"), ("libri", "2412-153948-0000.flac")):
+        out[name] = d / f"{name}.wav"
+        ffmpeg("-i", str(by_name[src]), "-ac", "1", "-ar", "16000", str(out[name]))
+    return out
+
+
+# -- what identifies an input ---------------------------------------------------------------
+
+
+def test_recordings_that_share_size_start_and_end_are_different_inputs(speech, tiny_en_models, tmp_path):
+    """Same length, same 4 s of silence at both ends (more than the old 64 KiB windows), other speech."""
+    silence = np.zeros(4 * audio.SAMPLE_RATE, np.float32)
+    a, b = audio.decode(speech["jfk"]), audio.decode(speech["libri"])
+    n = min(len(a), len(b))
+    one = write_wav(tmp_path / "one.wav", np.concatenate([silence, a[:n], silence]))
+    two = write_wav(tmp_path / "two.wav", np.concatenate([silence, b[:n], silence]))
+    assert one.stat().st_size == two.stat().st_size
+    assert legacy_fingerprint(one) == legacy_fingerprint(two), "the construction collides under the old ids"
+    assert identify(one)[0].file_id != identify(two)[0].file_id
+    summary = run([str(one), str(two)], job_options(tmp_path / "job"), models=tiny_en_models)
+    assert summary.done == 2
+    segments = ds.dataset(tmp_path / "job" / "segments").to_table().to_pylist()
+    text = {Path(s["path"]).name: "" for s in segments}
+    for s in segments:
+        text[Path(s["path"]).name] += s["text"]
+    assert "fellow americans" in text["one.wav"].lower() and "americans" not in text["two.wav"].lower()
+
+
+def test_identical_copies_keep_every_path_and_each_gets_its_subtitles(speech, tiny_en_models, tmp_path):
+    for folder in ("a", "b", "c"):
+        (tmp_path / folder).mkdir()
+    shutil.copy(speech["jfk"], tmp_path / "a" / "ep.wav")
+    shutil.copy(speech["jfk"], tmp_path / "b" / "ep.wav")
+    shutil.copy(speech["left"], tmp_path / "a" / "other.wav")
+    out = tmp_path / "job"
+    inputs = [str(tmp_path / "a" / "ep.wav"), str(tmp_path / "b" / "ep.wav"), str(tmp_path / "a" / "other.wav")]
+    summary = run(inputs, job_options(out, subtitles=["srt"]), models=tiny_en_models)
+    assert (summary.done, summary.copies) == (2, 1)
+    rows = files_rows(out)
+    assert sorted(len(r["paths"]) for r in rows.values()) == [1, 2]
+    subtitles = sorted(p.name for p in (out / "subtitles").iterdir())
+    assert len(subtitles) == 3 and "other.srt" in subtitles, subtitles
+    ep = [p for p in (out / "subtitles").iterdir() if p.name.startswith("ep-")]
+    assert len(ep) == 2 and ep[0].read_text() == ep[1].read_text() != ""
+    # a third copy later: recorded, nothing decoded again
+    shutil.copy(speech["jfk"], tmp_path / "c" / "ep copy.wav")
+    summary = run([*inputs, str(tmp_path / "c" / "ep copy.wav")], job_options(out, subtitles=["srt"]),
+                  models=tiny_en_models)
+    assert (summary.done, summary.already_done) == (0, 2)
+    assert sorted(len(r["paths"]) for r in files_rows(out).values()) == [1, 3]
+    assert (out / "subtitles" / "ep copy.srt").read_text() == ep[0].read_text()
+
+
+def test_a_missing_input_keeps_its_finished_transcript(speech, cache_dir, tmp_path):
+    episode = tmp_path / "share" / "episode.wav"
+    episode.parent.mkdir()
+    shutil.copy(speech["jfk"], episode)
+    out = tmp_path / "job"
+    assert podscribe("transcribe", *TINY, "--out", str(out), str(episode), cache_dir=cache_dir).returncode == 0
+    before = snapshot(out)
+    episode.rename(tmp_path / "elsewhere.wav")  # the share is unmounted
+    result = podscribe("transcribe", *TINY, "--out", str(out), str(episode), cache_dir=cache_dir)
+    assert "missing (earlier results kept): 1" in result.stdout and "file not found" in result.stderr
+    assert snapshot(out) == before
+    assert [r["status"] for r in files_rows(out).values()] == ["done"]
+    status = podscribe("status", str(out), cache_dir=cache_dir)
+    assert "1 done, 0 failed, 0 pending" in status.stdout and "missing" in status.stdout
+    (tmp_path / "elsewhere.wav").rename(episode)  # mounted again: nothing to do
+    result = podscribe("transcribe", *TINY, "--out", str(out), str(episode), cache_dir=cache_dir)
+    assert "already done: 1" in result.stdout and snapshot(out) == before
+
+
+def test_outputs_follow_the_umask(speech, cache_dir, tmp_path):
+    out = tmp_path / "job"
+    script = ("import os, sys; os.umask(0o027); from pipeline.cli import main; "
+              "sys.argv = ['podscribe', *sys.argv[1:]]; main()")
+    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", script, "transcribe", *TINY, "--subtitles", "srt", "--out",
+                             str(out), str(speech["jfk"])], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    written = [p for p in out.rglob("*") if p.is_file() and p.name != ".lock"]
+    assert len(written) >= 5
+    assert {stat.S_IMODE(p.stat().st_mode) for p in written} == {0o640}
+
+
+# -- hangs and signals ----------------------------------------------------------------------
+
+
+def test_a_fifo_among_the_inputs_is_a_failed_row_not_a_hang(speech, cache_dir, tmp_path):
+    fifo = tmp_path / "stream.mp3"
+    os.mkfifo(fifo)
+    out = tmp_path / "job"
+    result = podscribe("transcribe", *TINY, "--out", str(out), str(fifo), str(speech["jfk"]), cache_dir=cache_dir,
+                       timeout=300)
+    assert result.returncode == 0 and "done: 1, failed: 1" in result.stdout
+    failed = [r for r in files_rows(out).values() if r["status"] == "failed"]
+    assert "FIFO" in failed[0]["error"] and failed[0]["path"] == str(fifo)
+
+
+def _start(out: Path, inputs: list[Path], cache_dir: Path, trace: Path, *extra: str, env: dict | None = None):
+    full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PODSCRIBE_TRACE": str(trace), **(env or {})}
+    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *TINY, *extra, "--",
+           *map(str, inputs)]
+    return subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_trace(proc, trace: Path, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not (trace.exists() and trace.read_text().strip()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, EXIT_SIGTERM)])
+def test_a_signal_stops_a_job_of_short_files_between_files(sig, code, clips, cache_dir, tmp_path):
+    """Each file is one batch: before, the stop flag was only read inside a file, so nothing stopped."""
+    shorts = sorted((c for c in clips if c.language == "en" and c.duration_s < 12), key=lambda c: c.path.name)[:8]
+    inputs = []
+    for i, clip in enumerate(shorts):
+        inputs.append(tmp_path / f"short{i}{clip.path.suffix}")
+        shutil.copy(clip.path, inputs[-1])
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    proc = _start(out, inputs, cache_dir, trace, "--batch-size", "8", env={"PODSCRIBE_STOP_GRACE_S": "120"})
+    _wait_for_trace(proc, trace)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == code, stderr
+    assert "Rerun the same command to resume" in stderr
+    done = len(list((out / "files").glob("*.parquet")))
+    assert 1 <= done < len(set(identify(p)[0].file_id for p in inputs)), "the job went on after the signal"
+
+
+# -- names ------------------------------------------------------------------------------------
+
+
+def test_names_ffmpeg_would_misread_work(speech, cache_dir, tmp_path):
+    shutil.copy(speech["jfk"], tmp_path / "S01E01:Pilot.wav")
+    shutil.copy(speech["left"], tmp_path / "-intro.wav")
+    result = podscribe("transcribe", *TINY, "--out", "job", "--", "S01E01:Pilot.wav", "-intro.wav",
+                       cache_dir=cache_dir, cwd=tmp_path)
+    assert result.returncode == 0 and "done: 2, failed: 0" in result.stdout, result.stderr
+    status = podscribe("status", str(tmp_path / "job"), cache_dir=cache_dir)  # from another folder
+    assert "2 done, 0 failed, 0 pending" in status.stdout, status.stdout
+    assert all(Path(p).is_absolute() for p in json.loads((tmp_path / "job" / "job.json").read_text())["inputs"])
+
+
+# -- damaged state ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def finished(speech, cache_dir, tmp_path_factory) -> tuple[Path, list[Path]]:
+    inputs = [speech["jfk"], speech["left"]]
+    out = tmp_path_factory.mktemp("finished") / "job"
+    result = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
+    assert result.returncode == 0, result.stderr
+    return out, inputs
+
+
+@pytest.fixture
+def finished_job(finished, tmp_path) -> tuple[Path, list[Path]]:
+    """A copy of one finished two-file job for each test to damage."""
+    out, inputs = finished
+    shutil.copytree(out, tmp_path / "job", symlinks=True)
+    return tmp_path / "job", inputs
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("table", ["files", "segments"])
+def test_a_damaged_table_is_reported_then_set_aside_and_its_input_decoded_again(table, finished_job, cache_dir):
+    out, inputs = finished_job
+    victim = identify(inputs[0])[0].file_id
+    good = {p: b for p, b in snapshot(out).items() if victim not in p.name}
+    _truncate(out / table / f"{victim}.parquet")
+    status = podscribe("status", str(out), cache_dir=cache_dir)
+    assert status.returncode == 0 and "Traceback" not in status.stderr
+    assert f"{victim}.parquet" in status.stdout and "rerun the job" in status.stdout
+    export = podscribe("export", str(out), "--format", "srt", cache_dir=cache_dir)
+    assert export.returncode == EXIT_DAMAGED_STATE and f"{victim}.parquet" in export.stderr
+    assert "Traceback" not in export.stderr and (out / "subtitles" / f"{inputs[1].stem}.srt").is_file()
+    result = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
+    assert result.returncode == 0 and "done: 1, failed: 0, already done: 1" in result.stdout, result.stderr
+    assert list((out / "damaged" / table).iterdir()), "the damaged table is kept aside"
+    assert all(snapshot(out)[p] == b for p, b in good.items()), "the other input's tables were rewritten"
+    assert pq.read_table(out / table / f"{victim}.parquet").num_rows > 0
+
+
+def test_a_damaged_checkpoint_is_dropped_and_its_pieces_decoded_again(speech, tiny_en_models, tmp_path):
+    reference = tmp_path / "reference"
+    run([str(speech["jfk"])], job_options(reference), models=tiny_en_models)
+    out = tmp_path / "job"
+    partial = out / "partial" / identify(speech["jfk"])[0].file_id / "batch-000000.parquet"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"PAR1 half a checkpoint")
+    summary = run([str(speech["jfk"])], job_options(out), models=tiny_en_models)
+    assert summary.done == 1 and summary.failed == 0
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("wall_s", "realtime_factor", "finished_at")}
+                          for r in rows]  # noqa: E731
+    for table in ("files", "segments"):
+        assert strip(ds.dataset(out / table).to_table().to_pylist()) == \
+            strip(ds.dataset(reference / table).to_table().to_pylist())
+
+
+@pytest.mark.parametrize("damage", ["garbage", "not an object", "deleted"])
+def test_a_lost_job_json_is_rebuilt_when_the_results_match_and_refused_when_not(damage, finished_job, cache_dir):
+    out, inputs = finished_job
+    job_json = out / "job.json"
+    if damage == "deleted":
+        job_json.unlink()
+    else:
+        job_json.write_text("{ half" if damage == "garbage" else "[1, 2]")
+    status = podscribe("status", str(out), cache_dir=cache_dir)
+    assert status.returncode == 0 and "Traceback" not in status.stderr and "2 done" in status.stdout
+    other = podscribe("transcribe", *TINY, "--language", "en", "--out", str(out), *map(str, inputs),
+                      cache_dir=cache_dir)
+    assert other.returncode == EXIT_CONFIG_CHANGED and "another configuration" in other.stderr, other.stderr
+    same = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
+    assert same.returncode == 0 and "already done: 2" in same.stdout, same.stderr
+    assert json.loads(job_json.read_text())["config"]["decode"]["language"] is None
+
+
+# -- environment errors: one line, their own exit code, nothing left behind ---------------------------
+
+
+def test_bad_arguments_answer_at_once_with_exit_2_and_leave_nothing(speech, cache_dir, tmp_path):
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    job = tmp_path / "job.toml"
+    job.write_text(f'inputs = ["{speech["jfk"]}"]\nsubtitles = [1]\nout = "{tmp_path / "j"}"\n')
+    cases = {
+        "out under a file": ["transcribe", "--out", str(afile / "job"), str(speech["jfk"])],
+        "log file in a missing folder": ["transcribe", "--out", str(tmp_path / "j"), "--log-file",
+                                         str(tmp_path / "nope" / "log.txt"), str(speech["jfk"])],
+        "dtype": ["transcribe", "--dtype", "foo", "--out", str(tmp_path / "j"), str(speech["jfk"])],
+        "device": ["transcribe", "--device", "foo", "--out", str(tmp_path / "j"), str(speech["jfk"])],
+        "subtitles in a job file": ["run", str(job)],
+        "unknown model": ["transcribe", "--model", "someone/no-such-whisper", "--out", str(tmp_path / "j"),
+                          str(speech["jfk"])],
+    }
+    for name, args in cases.items():
+        result = podscribe(*args, cache_dir=cache_dir, timeout=120)
+        assert result.returncode == EXIT_USAGE, (name, result.stderr)
+        assert "Traceback" not in result.stderr, name
+        assert not (tmp_path / "j").exists(), f"{name}: a job dir was left behind"
+    assert "offline alias" in result.stderr and "base" in result.stderr
+
+
+def test_importing_the_cli_loads_neither_torch_nor_transformers():
+    probe = "import sys, pipeline.cli; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A small filesystem of our own: mounted where the machine allows it (root, CAP_SYS_ADMIN)."""
+    mounted = []
+
+    def mount(name: str, options: str) -> Path:
+        where = tmp_path / name
+        where.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot mount a tmpfs here (needs root)")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def test_a_read_only_out_dir_is_a_usage_error(speech, cache_dir, tmpfs):
+    ro = tmpfs("ro", "ro,size=1m")
+    result = podscribe("transcribe", *TINY, "--out", str(ro / "job"), str(speech["jfk"]), cache_dir=cache_dir)
+    assert result.returncode == EXIT_USAGE and "Read-only file system" in result.stderr, result.stderr
+
+
+def test_a_full_disk_stops_cleanly_and_the_job_resumes_when_space_is_freed(speech, cache_dir, tmpfs):
+    disk = tmpfs("disk", "size=2m")
+    out = disk / "job"
+    filler = disk / "filler"
+    inputs = [str(speech["jfk"]), str(speech["left"]), str(speech["libri"])]
+    with open(filler, "wb") as f:  # leave ~40 KiB: the job dir starts, the tables do not all fit
+        try:
+            f.write(b"\0" * (2 * 1024 * 1024 - 40 * 1024))
+        except OSError:
+            pass
+    full = podscribe("transcribe", *TINY, "--out", str(out), *inputs, cache_dir=cache_dir)
+    assert full.returncode == EXIT_STORAGE, full.stderr
+    assert "cannot write" in full.stderr and "Traceback" not in full.stderr
+    assert not [p for p in out.rglob("*.tmp")], "temp files left behind"
+    filler.unlink()
+    again = podscribe("transcribe", *TINY, "--out", str(out), *inputs, cache_dir=cache_dir)
+    assert again.returncode == 0, again.stderr
+    assert sorted(r["status"] for r in files_rows(out).values()) == ["done"] * 3
+
+
+# -- truncated files and extra streams -----------------------------------------------------------
+
+
+def test_truncated_files_keep_what_decodes_and_say_so(speech, cache_dir, tmp_path):
+    src = str(speech["libri"])
+    made = {"cbr.mp3": ["-b:a", "64k", "-write_xing", "0"], "vbr.mp3": ["-q:a", "4"], "cut.wav": []}
+    for name, args in made.items():
+        whole = tmp_path / f"whole-{name}"
+        ffmpeg("-i", src, *args, str(whole))
+        data = whole.read_bytes()
+        (tmp_path / name).write_bytes(data[: len(data) // 2 + 101])
+    out = tmp_path / "job"
+    result = podscribe("transcribe", *TINY, "--out", str(out), *(str(tmp_path / n) for n in made),
+                       cache_dir=cache_dir)
+    assert result.returncode == 0 and f"done: {len(made)}, failed: 0" in result.stdout, result.stderr
+    whole_s = audio.probe(speech["libri"]).duration_s
+    for row in files_rows(out).values():
+        assert row["status"] == "done" and row["n_words"] > 3, row
+        assert row["warnings"] and "truncated" in row["warnings"], row
+        assert 0.35 * whole_s < row["duration_s"] < 0.65 * whole_s
+    assert result.stderr.count("truncated") >= len(made)
+
+
+def test_a_second_audio_stream_is_named_in_a_warning(speech, cache_dir, tmp_path):
+    mp4 = tmp_path / "two tracks.mp4"
+    ffmpeg("-i", str(speech["jfk"]), "-i", str(speech["left"]), "-map", "0:a", "-map", "1:a", "-c:a", "aac",
+           "-metadata:s:a:1", "language=deu", str(mp4))
+    out = tmp_path / "job"
+    result = podscribe("transcribe", *TINY, "--out", str(out), str(mp4), cache_dir=cache_dir)
+    assert result.returncode == 0, result.stderr
+    (row,) = files_rows(out).values()
+    assert "2 audio streams" in row["warnings"] and "deu" in row["warnings"]
+    assert "country" in " ".join(ds.dataset(out / "segments").to_table().column("text").to_pylist()).lower()
