@@ -12,6 +12,9 @@ guide and the BBC guidelines (all configurable through ``CueRules``):
   with its first word, so it never anticipates speech;
 - a cue never spans two segments, so the cues' text is the segments' text.
 
+Cue text in WebVTT is escaped (``&amp;``, ``&lt;``, ``&gt;``), so ``-->`` or a
+``<`` in speech never breaks a cue.
+
 Without word timings (a job run without them), segments are split in
 proportion to characters, and the files say so.
 """
@@ -187,9 +190,15 @@ def to_srt(cues: list[Cue]) -> str:
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
+def _vtt_escape(text: str) -> str:
+    """Cue text as WebVTT wants it: ``&``, ``<`` and ``>`` as character references (so never ``-->``)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def to_vtt(cues: list[Cue], timed: bool = True) -> str:
     head = "WEBVTT\n\n" + ("" if timed else f"NOTE {PROPORTIONAL_NOTE}\n\n")
-    blocks = [f"{_clock(c.start_s, '.')} --> {_clock(c.end_s, '.')}\n" + "\n".join(c.lines) for c in cues]
+    blocks = [f"{_clock(c.start_s, '.')} --> {_clock(c.end_s, '.')}\n" + "\n".join(map(_vtt_escape, c.lines))
+              for c in cues]
     return head + "\n\n".join(blocks) + ("\n" if blocks else "")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 from pathlib import Path
@@ -85,7 +86,7 @@ def test_files_parse_with_srt_and_webvtt_and_mux_into_mp4(exported, tmp_path):
     vtt = webvtt.read(str(files["vtt"]))
     assert files["vtt"].read_text().startswith("WEBVTT\n")
     assert len(vtt.captions) == len(parsed) > 10
-    assert [c.text for c in vtt.captions] == [p.content for p in parsed]
+    assert [html.unescape(c.text) for c in vtt.captions] == [p.content for p in parsed]
     doc = json.loads(files["json"].read_text())
     assert doc["word_timings"] == "aligned" and len(doc["cues"]) == len(parsed)
     assert files["txt"].read_text().splitlines() == [s["text"] for s in segments]
