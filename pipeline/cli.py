@@ -16,22 +16,50 @@ import click
 from . import errors, jobfile
 from .audio import CutOptions
 from .decode.options import DecodeOptions
+from .export import FORMATS, CueRules
 from .errors import PodscribeError
 from .languages import language_code
 from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
 
+DEFAULT_JOB_DIR = "podscribe-manifests"
 DTYPES = ("auto", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "auto", "batch_size": 4,
             "language": None, "task": "transcribe", "min_piece": 15.0, "max_piece": 30.0, "cache_dir": None,
-            "subtitles": [], "word_timestamps": None}
+            "subtitles": [], "word_timestamps": None, "output_dir": None,
+            "vad": True, "no_speech_threshold": DecodeOptions.no_speech_threshold,
+            "logprob_threshold": DecodeOptions.logprob_threshold,
+            "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold, "threads": None}
+# Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
+CUE_FLAGS = {"max_line_chars": ("max_line_chars", click.IntRange(10, 200), "Longest subtitle line, characters."),
+             "max_lines": ("max_lines", click.IntRange(1, 2), "Lines per cue."),
+             "max_cps": ("max_cps", float, "Reading speed limit, characters per second."),
+             "max_duration": ("max_duration_s", float, "Longest cue, seconds."),
+             "min_duration": ("min_duration_s", float, "Shortest cue, seconds."),
+             "pause_split": ("pause_split_s", float, "A pause longer than this starts a new cue, seconds.")}
+DEFAULTS.update({key: getattr(CueRules, field) for key, (field, _, _) in CUE_FLAGS.items()})
 
 
 def _formats(value) -> list[str]:
     if value is None:
         return None
     items = value if isinstance(value, list) else str(value).split(",")
-    return [x.strip().lower() for x in items if x.strip()]
+    items = [x.strip().lower() for x in items if x.strip()]
+    return list(FORMATS) if "all" in items else items
+
+
+def cue_options(show_default: bool):
+    """--max-line-chars, --max-cps, ... generated from CueRules: one source for their defaults."""
+    def decorate(f):
+        for key, (field, kind, text) in reversed(CUE_FLAGS.items()):
+            f = click.option(f"--{key.replace('_', '-')}", key, type=kind, show_default=show_default,
+                             default=getattr(CueRules, field) if show_default else None, help=text)(f)
+        return f
+    return decorate
+
+
+def _cue_rules(settings: dict) -> CueRules:
+    return CueRules(**{field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()})
 
 
 def _quiet_libraries() -> None:
@@ -44,6 +72,7 @@ def _quiet_libraries() -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="podscribe", prog_name="podscribe")
 @click.option("-v", "--verbose", is_flag=True, help="Log debugging details (tracebacks of failed files).")
 def main(verbose: bool) -> None:
     """podscribe: batch transcription of podcast archives with Whisper.
@@ -86,9 +115,24 @@ def job_options(flags_default_none: bool):
                      help="Longest piece in seconds (<= 30)."),
         click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="Where converted models are kept. Default: $PODSCRIBE_CACHE or ~/.cache/podscribe."),
-        click.option("--subtitles", default=None,
-                     help="Export subtitle files when the job ends: comma list of srt, vtt, txt, json "
-                          "(into <out>/subtitles/). Turns word timestamps on."),
+        click.option("-f", "--output-format", "--subtitles", "subtitles", default=None,
+                     help="Write text/subtitle files when the job ends: comma list of txt, vtt, srt, tsv, json, or "
+                          "all (into --output-dir). Turns word timestamps on. Without --out: all."),
+        click.option("-o", "--output-dir", "output_dir", type=click.Path(file_okay=False, path_type=Path),
+                     default=None, help="Where those files go, named <input stem>.<ext>. Default: <out>/subtitles, "
+                                        "or the current folder when --out is not given."),
+        click.option("--vad/--no-vad", default=None,
+                     help="Silero VAD gate: no words from music, tones or noise (default on). --no-vad transcribes "
+                          "pieces the VAD hears no voice in (singing over music)."),
+        click.option("--no-speech-threshold", type=float, default=None,
+                     help=f"Whisper's no-speech rule (default {DecodeOptions.no_speech_threshold})."),
+        click.option("--logprob-threshold", type=float, default=None,
+                     help=f"Average log-probability below which a no-speech piece is dropped "
+                          f"(default {DecodeOptions.logprob_threshold})."),
+        click.option("--compression-ratio-threshold", type=float, default=None,
+                     help=f"Above it a text loops (default {DecodeOptions.compression_ratio_threshold})."),
+        click.option("--threads", type=click.IntRange(1, 512), default=None,
+                     help="CPU threads for torch (default: torch's own, usually the core count)."),
         click.option("--word-timestamps/--no-word-timestamps", default=None,
                      help="Word start/end/probability in the segments table. Default: on when subtitles are asked for."),
         click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
@@ -104,7 +148,7 @@ def job_options(flags_default_none: bool):
     def decorate(f):
         for option in reversed(options):
             f = option(f)
-        return f
+        return cue_options(show_default=False)(f)
 
     return decorate
 
@@ -136,7 +180,6 @@ def _settings(flags: dict, job: dict | None = None) -> dict:
 
 def _job_options(out_dir: Path, settings: dict, flags: dict):
     """Every argument checked before anything loads or is created: a bad one is exit 2 at once."""
-    from .export import FORMATS
     from .runner import JobOptions
 
     unknown = sorted(set(settings["subtitles"]) - set(FORMATS))
@@ -156,9 +199,13 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             out_dir=out_dir, model=settings["model"], assistant=settings["assistant"], device=settings["device"],
             dtype=settings["dtype"],
             decode=DecodeOptions(language=language_code(settings["language"]), task=settings["task"],
-                                 batch_size=settings["batch_size"],
+                                 batch_size=settings["batch_size"], vad=settings["vad"],
+                                 no_speech_threshold=settings["no_speech_threshold"],
+                                 logprob_threshold=settings["logprob_threshold"],
+                                 compression_ratio_threshold=settings["compression_ratio_threshold"],
                                  word_timestamps=settings["word_timestamps"]),
-            subtitles=settings["subtitles"],
+            subtitles=settings["subtitles"], output_dir=Path(settings["output_dir"]) if settings["output_dir"] else None,
+            cue_rules=_cue_rules(settings), threads=settings["threads"],
             cut=CutOptions(min_s=settings["min_piece"], max_s=settings["max_piece"]),
             cache_dir=Path(settings["cache_dir"]) if settings["cache_dir"] else None,
             progress=not flags.get("quiet"), retry_failed=bool(flags.get("retry_failed")),
@@ -264,16 +311,26 @@ def _report(summary) -> None:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Job directory for the manifests, e.g. manifests/<job>. Rerunning into it resumes.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Job directory for the manifests, e.g. manifests/<job>. Rerunning into it resumes. Default: "
+                   f"{DEFAULT_JOB_DIR} inside --output-dir (or the current folder).")
 @job_options(flags_default_none=False)
 def transcribe(inputs, out_dir, **flags) -> None:
     """Transcribe audio/video files (mp3, m4a, opus, ogg, flac, wav, mp4, ...), folders or glob patterns.
 
     Writes Parquet manifests into --out: files/ (one row per input: status, error, timings),
-    segments/ (start_s, end_s, text) and pieces/. Exits 1 when no input succeeded.
+    segments/ (start_s, end_s, text) and pieces/. Without --out it works like whisper: txt, vtt, srt, tsv and
+    json files named after each input in the current folder (or -o), manifests in ./podscribe-manifests.
+    Exits 1 when no input succeeded.
     """
-    _execute(list(inputs), out_dir, _settings(flags), flags)
+    settings = _settings(flags)
+    if out_dir is None:
+        out_dir = Path(settings["output_dir"] or ".") / DEFAULT_JOB_DIR
+        settings["output_dir"] = settings["output_dir"] or "."
+        if flags.get("subtitles") is None:
+            settings["subtitles"] = list(FORMATS)
+            settings["word_timestamps"] = True if flags.get("word_timestamps") is None else settings["word_timestamps"]
+    _execute(list(inputs), out_dir, settings, flags)
 
 
 @main.command("run")
@@ -302,22 +359,16 @@ def status(job_dir: Path) -> None:
 
 @main.command("export")
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--format", "formats", default="srt,vtt", show_default=True, help="Comma list of srt, vtt, txt, json.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the files go (default <job dir>/subtitles).")
-@click.option("--max-line-chars", default=42, show_default=True, type=click.IntRange(10, 200))
-@click.option("--max-lines", default=2, show_default=True, type=click.IntRange(1, 2))
-@click.option("--max-cps", default=17.0, show_default=True, help="Reading speed limit, characters per second.")
-@click.option("--max-duration", default=7.0, show_default=True, help="Longest cue, seconds.")
-@click.option("--min-duration", default=5 / 6, show_default=True, help="Shortest cue, seconds.")
-@click.option("--pause-split", default=1.5, show_default=True, help="A pause longer than this starts a new cue.")
-def export_cmd(job_dir, formats, out_dir, max_line_chars, max_lines, max_cps, max_duration, min_duration,
-               pause_split) -> None:
-    """Write one subtitle file per transcribed input (named after it) from a job's manifests."""
-    from .export import CueRules, export_job
+@click.option("-f", "--format", "--output-format", "formats", default="srt,vtt", show_default=True,
+              help=f"Comma list of {', '.join(FORMATS)}, or all.")
+@click.option("-o", "--out", "--output-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Where the files go (default <job dir>/subtitles).")
+@cue_options(show_default=True)
+def export_cmd(job_dir, formats, out_dir, **cue) -> None:
+    """Write one subtitle/text file per transcribed input (named after it) from a job's manifests."""
+    from .export import export_job
 
-    rules = CueRules(max_line_chars=max_line_chars, max_lines=max_lines, min_duration_s=min_duration,
-                     max_duration_s=max_duration, max_cps=max_cps, pause_split_s=pause_split)
+    rules = _cue_rules(cue)
     problems: list[str] = []
     try:
         written = export_job(job_dir, _formats(formats), out_dir, rules, problems)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -48,7 +49,8 @@ from pathlib import Path
 
 from .manifest import JobDir, atomic_write_bytes, damage_hint
 
-FORMATS = ("srt", "vtt", "txt", "json")
+log = logging.getLogger("podscribe")
+FORMATS = ("txt", "vtt", "srt", "tsv", "json")  # the order of openai-whisper's `all`
 BREAK_BEFORE = {"and", "but", "or", "nor", "so", "yet", "because", "although", "though", "while", "if", "when",
                 "that", "which", "who", "where", "to", "of", "in", "on", "at", "for", "with", "from", "by",
                 "about", "into", "than", "as"}
@@ -411,13 +413,15 @@ def export_job(job_dir: Path, formats: list[str], out_dir: Path | None = None,
     damaged = {path.stem for path, _ in job.damaged}
     if problems is not None:
         problems += [damage_hint(path, error) for path, error in job.damaged]
-    targets = sorted((Path(p), row) for row in files if row["file_id"] not in damaged
-                     for p in (row["paths"] or [row["path"]]))
+    targets = sorted(((Path(p), row) for row in files if row["file_id"] not in damaged
+                      for p in (row["paths"] or [row["path"]])), key=lambda target: str(target[0]))
     stems = [path.stem for path, _ in targets]
     written = []
     for path, row in targets:
-        name = path.stem if stems.count(path.stem) == 1 else \
-            f"{path.stem}-{hashlib.sha256(str(path).encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+        name = path.stem
+        if stems.count(path.stem) > 1:  # never an overwrite: the same name for every run, said out loud
+            name = f"{path.stem}-{hashlib.sha256(str(path).encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+            log.warning("%s shares its name with another input: its files are named %s.*", path, name)
         segments = sorted(segments_by_file.get(row["file_id"], []), key=lambda seg: seg["segment"])
         cues, timed = build_cues(segments, rules, row["duration_s"])
         for fmt in formats:
@@ -427,7 +431,17 @@ def export_job(job_dir: Path, formats: list[str], out_dir: Path | None = None,
     return written
 
 
+def to_tsv(segments: list[dict]) -> str:
+    """openai-whisper's TSV: start and end in integer milliseconds, one segment a line."""
+    lines = ["start\tend\ttext"] + [
+        f"{round(1000 * s['start_s'])}\t{round(1000 * s['end_s'])}\t{s['text'].strip().replace(chr(9), ' ')}"
+        for s in sorted(segments, key=lambda s: s["segment"])]
+    return "\n".join(lines) + "\n"
+
+
 def _render(fmt: str, row: dict, segments: list[dict], cues: list[Cue], timed: bool) -> str:
+    if fmt == "tsv":
+        return to_tsv(segments)
     if fmt == "srt":
         return to_srt(cues)
     if fmt == "vtt":

@@ -18,6 +18,10 @@ KEYS = {
     "name": str, "inputs": list, "input_list": str, "out": str, "model": str, "assistant": str,
     "device": str, "dtype": str, "batch_size": int, "language": str, "task": str,
     "min_piece": float, "max_piece": float, "subtitles": list, "word_timestamps": bool, "cache_dir": str,
+    "output_dir": str, "vad": bool, "no_speech_threshold": float, "logprob_threshold": float,
+    "compression_ratio_threshold": float, "threads": int,
+    "max_line_chars": int, "max_lines": int, "max_cps": float, "max_duration": float, "min_duration": float,
+    "pause_split": float,
 }
 
 

@@ -52,6 +52,7 @@ FILES_SCHEMA = pa.schema([
     ("finished_at", pa.string()),
     ("paths", pa.list_(pa.string())),  # every input path with this content (copies), `path` first
     ("config_hash", pa.string()),  # of the configuration that decides the output (speed-only keys left out)
+    ("n_flagged", pa.int32()),  # segments with a flag
 ])
 
 WORD = pa.struct([("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()),
@@ -63,6 +64,7 @@ SEGMENTS_SCHEMA = pa.schema([
     ("avg_logprob", pa.float32()), ("no_speech_prob", pa.float32()),
     ("words", pa.list_(WORD)),  # null when the job ran without word timestamps
     ("language", pa.string()),  # of the piece it was decoded in (detected or given)
+    ("flags", pa.list_(pa.string())),  # what to check: no_speech, low_logprob, loop, language (runner.FLAGS)
 ])
 
 PIECES_SCHEMA = pa.schema([

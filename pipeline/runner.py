@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from . import audio
 from .audio import AudioError, CutOptions, Piece
+from .export import CueRules, export_job
 from .decode import DecodeOptions, PieceResult, RawSegment, Transcriber
 from .errors import ConfigChanged, DamagedState
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id
@@ -87,6 +88,9 @@ class JobOptions:
     restart: bool = False
     checkpoint_pieces: bool = True  # persist each decoded batch (resume inside a file); off only to measure its cost
     subtitles: list[str] = field(default_factory=list)  # formats to export when the job ends
+    output_dir: Path | None = None  # where they go (default <out_dir>/subtitles)
+    cue_rules: CueRules = field(default_factory=CueRules)
+    threads: int | None = None  # torch CPU threads (None: torch's default)
 
 
 @dataclass
@@ -259,9 +263,32 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
         raise AudioError("file decodes to no audio samples")
     duration = done[-1][0].end_sample / audio.SAMPLE_RATE
     segments = stitch([p for p, _ in done], [r for _, r in done], duration)
-    languages = {p.index: r.language for p, r in done}
-    return (_file_row(duration, done, segments, warnings), _segment_rows(ctx.file_id, ctx.path, segments, languages),
-            [_piece_row(ctx.file_id, p, r) for p, r in done])
+    row = _file_row(duration, done, segments, warnings)
+    by_piece = {p.index: r for p, r in done}
+    flags = {s.index: segment_flags(by_piece[s.piece], row["language"], ctx.transcriber.options) for s in segments}
+    row["n_flagged"] = sum(bool(f) for f in flags.values())
+    return row, _segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags), \
+        [_piece_row(ctx.file_id, p, r) for p, r in done]
+
+
+FLAGS = ("no_speech", "low_logprob", "loop", "language")
+
+
+def segment_flags(piece: PieceResult, file_language: str | None, options: DecodeOptions) -> list[str]:
+    """What a morning review should look at, from Whisper's own signals of the segment's piece:
+    ``no_speech`` (kept although the no-speech probability is above the threshold), ``low_logprob``
+    (average log-probability below the threshold), ``loop`` (the text looped and repeats were collapsed),
+    ``language`` (another language than the file's)."""
+    flags = []
+    if piece.no_speech_prob is not None and piece.no_speech_prob > options.no_speech_threshold:
+        flags.append("no_speech")
+    if piece.avg_logprob is not None and piece.avg_logprob < options.logprob_threshold:
+        flags.append("low_logprob")
+    if piece.compression_ratio is not None and piece.compression_ratio > options.compression_ratio_threshold:
+        flags.append("loop")
+    if file_language and piece.language and piece.language != file_language:
+        flags.append("language")
+    return flags
 
 
 def file_language(done: list[tuple[Piece, PieceResult]]) -> str | None:
@@ -285,11 +312,12 @@ def _file_row(duration, done, segments: list[Segment], warnings) -> dict:
     }
 
 
-def _segment_rows(file_id: str, path: Path, segments: list[Segment], languages: dict[int, str | None]) -> list[dict]:
+def _segment_rows(file_id: str, path: Path, segments: list[Segment], pieces: dict[int, PieceResult],
+                  flags: dict[int, list[str]]) -> list[dict]:
     return [{"file_id": file_id, "path": str(path), "segment": s.index, "start_s": s.start_s,
-             "end_s": s.end_s, "text": s.text, "piece": s.piece, "language": languages.get(s.piece),
-             "avg_logprob": s.avg_logprob,
-             "no_speech_prob": s.no_speech_prob, "words": _word_rows(s.words)} for s in segments]
+             "end_s": s.end_s, "text": s.text, "piece": s.piece, "language": pieces[s.piece].language,
+             "avg_logprob": s.avg_logprob, "no_speech_prob": s.no_speech_prob, "words": _word_rows(s.words),
+             "flags": flags[s.index]} for s in segments]
 
 
 def _word_rows(words: list[Word] | None) -> list[dict] | None:
@@ -354,12 +382,13 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
 
 def job_config(options: JobOptions, models: Models) -> dict:
     """What decides the output: a resumed job must match it (but for SPEED_ONLY)."""
-    return {"models": models.describe(), "decode": asdict(options.decode), "cut": asdict(options.cut)}
+    return {"models": models.describe(), "decode": asdict(options.decode), "cut": asdict(options.cut),
+            "threads": options.threads}
 
 
 # Every decoding mode gives the main model's own tokens (tests/test_speculative.py), so the assistant and
 # the batch size may change between runs of a job: resume a night's job with --assistant auto, or smaller batches.
-SPEED_ONLY = ("models.assistant", "decode.batch_size")
+SPEED_ONLY = ("models.assistant", "decode.batch_size", "threads")
 
 
 def output_hash(config: dict) -> str:
@@ -413,8 +442,13 @@ def _quarantine_damaged(job: JobDir) -> None:
     job.damaged.clear()
 
 
+def _row_paths(row: dict) -> list[str]:
+    """A row's input paths, absolute (rows made before paths were stored absolute: from this folder)."""
+    return [os.path.abspath(p) for p in (row["paths"] or [row["path"]])]
+
+
 def _identify(refs: list[InputRef], rows: list[dict], fps: Fingerprints) -> list[Identity]:
-    legacy = {p: r["file_id"] for r in rows if len(r["file_id"]) == 16 for p in (r["paths"] or [r["path"]])}
+    legacy = {p: r["file_id"] for r in rows if len(r["file_id"]) == 16 for p in _row_paths(r)}
     known = {r["file_id"] for r in rows}
     out = []
     for ref in refs:
@@ -434,7 +468,7 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
     content_of = {str(ref.path): ident.file_id for ref, ident in zip(refs, idents) if ident.readable}
     by_id = {r["file_id"]: r for r in rows}
     for r in rows:  # a path whose content changed no longer belongs to its old row
-        listed = r["paths"] or [r["path"]]
+        listed = _row_paths(r)
         kept = [p for p in listed if content_of.get(p, r["file_id"]) == r["file_id"]]
         if kept == listed:
             continue
@@ -443,7 +477,7 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
         else:
             job.forget(r["file_id"])
             del by_id[r["file_id"]]
-    known_paths = {p: r["file_id"] for r in by_id.values() for p in (r["paths"] or [r["path"]])}
+    known_paths = {p: r["file_id"] for r in by_id.values() for p in _row_paths(r)}
     tasks: dict[str, Task] = {}
     for ref, ident in zip(refs, idents):
         if not ident.readable and known_paths.get(str(ref.path), ident.file_id) != ident.file_id:
@@ -463,10 +497,10 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
             state = None
         if state == "done":
             summary.already_done += 1
-            listed = row["paths"] or [row["path"]]
+            listed = _row_paths(row)
             added = [p for p in task.paths if p not in listed]
-            if added:  # a new copy of finished content: record its path (subtitles are written for it too)
-                job.update_file_row({**row, "paths": listed + added})
+            if added or listed != row["paths"]:  # a new copy of finished content: its subtitles are written too
+                job.update_file_row({**row, "path": listed[0], "paths": listed + added})
         elif state == "failed" and not options.retry_failed:
             summary.skipped_failed += 1
         else:
@@ -491,6 +525,10 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
     stop = stop or threading.Event()
     refs = expand_inputs(inputs)
     job = JobDir(options.out_dir)
+    if options.threads:
+        import torch
+
+        torch.set_num_threads(options.threads)
     with job.locked():
         if models is None:
             models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
@@ -506,9 +544,7 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
         transcriber = Transcriber(models, options.decode)
         _decode_all(todo, job, transcriber, options, output_hash(config), stop, summary)
         if options.subtitles:
-            from .export import export_job
-
-            summary.subtitles = export_job(options.out_dir, options.subtitles)
+            summary.subtitles = export_job(options.out_dir, options.subtitles, options.output_dir, options.cue_rules)
     summary.wall_s = time.monotonic() - start
     return summary
 

@@ -24,6 +24,7 @@ class JobStatus:
     pending: int = 0
     in_progress: int = 0  # pending files with persisted pieces
     with_warnings: int = 0
+    flagged: dict[str, int] = field(default_factory=dict)  # segments to check, by flag
     audio_done_s: float = 0.0
     audio_left_s: float = 0.0
     wall_s: float = 0.0
@@ -47,6 +48,8 @@ class JobStatus:
             f"files: {self.done} done, {self.failed} failed, {self.pending} pending"
             + (f" ({self.in_progress} half done)" if self.in_progress else "")
             + (f"; {self.with_warnings} done with warnings" if self.with_warnings else ""),
+            *([f"to check: {', '.join(f'{n} segments {flag}' for flag, n in sorted(self.flagged.items()))} "
+               "(segments.flags)"] if self.flagged else []),
             f"audio: {self.audio_done_s / 3600:.2f} h done, {self.audio_left_s / 3600:.2f} h left",
             f"throughput: {self.throughput:.1f}x real time; ETA {eta}",
         ]
@@ -115,5 +118,10 @@ def job_status(root: Path) -> JobStatus:
         except AudioError:
             pass
     st.pending += len(pending)
+    done_ids = {fid for fid, r in rows.items() if r["status"] == "done" and r.get("n_flagged")}
+    if done_ids:
+        for flags in job.read("segments", done_ids).column("flags").to_pylist():
+            for flag in flags or []:
+                st.flagged[flag] = st.flagged.get(flag, 0) + 1
     st.problems += [damage_hint(path, error) for path, error in job.damaged]
     return st

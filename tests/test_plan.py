@@ -71,3 +71,16 @@ def test_inputs_are_absolute_and_a_path_given_twice_is_one_input(tmp_path, monke
     refs = expand_inputs(["show/ep1.mp3", str(tmp_path / "show" / "ep1.mp3"), "show"])
     assert [r.path for r in refs] == [tmp_path / "show" / "ep1.mp3"]
     assert all(Path(r.path).is_absolute() for r in refs)
+
+
+def test_segments_are_flagged_from_their_pieces_own_signals():
+    from pipeline.decode import DecodeOptions
+    from pipeline.runner import segment_flags
+
+    options = DecodeOptions()
+    clean = PieceResult(language="en", no_speech_prob=0.01, avg_logprob=-0.2, compression_ratio=1.4)
+    assert segment_flags(clean, "en", options) == []
+    odd = PieceResult(language="de", no_speech_prob=0.7, avg_logprob=-1.3, compression_ratio=3.1)
+    assert segment_flags(odd, "en", options) == ["no_speech", "low_logprob", "loop", "language"]
+    strict = DecodeOptions(logprob_threshold=-0.1)
+    assert segment_flags(clean, "en", strict) == ["low_logprob"]

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -384,3 +385,47 @@ def test_a_second_audio_stream_is_named_in_a_warning(speech, cache_dir, tmp_path
     (row,) = files_rows(out).values()
     assert "2 audio streams" in row["warnings"] and "deu" in row["warnings"]
     assert "country" in " ".join(ds.dataset(out / "segments").to_table().column("text").to_pylist()).lower()
+
+
+def test_a_job_dir_from_before_whole_content_ids_keeps_its_results(speech, tiny_en_models, tmp_path, monkeypatch):
+    """Rows made with the old 16-digit ids and relative paths are adopted, not decoded again."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(speech["jfk"], tmp_path / "ep.wav")
+    out = tmp_path / "job"
+    run(["ep.wav"], job_options(out), models=tiny_en_models)
+    new_id = identify(tmp_path / "ep.wav")[0].file_id
+    old_id = legacy_fingerprint(tmp_path / "ep.wav")
+    for table in ("files", "segments", "pieces"):  # what podscribe 0.1 wrote
+        rows = pq.read_table(out / table / f"{new_id}.parquet").to_pylist()
+        for r in rows:
+            r.update(file_id=old_id, **({"path": "ep.wav"} if "path" in r else {}))
+            if table == "files":
+                r.update(paths=None, config_hash=None)
+        schema = pq.read_schema(out / table / f"{new_id}.parquet")
+        (out / table / f"{new_id}.parquet").unlink()
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), out / table / f"{old_id}.parquet")
+    (out / "fingerprints.json").unlink()
+    before = {p.name: p.read_bytes() for p in (out / "segments").iterdir()}
+    summary = run(["ep.wav"], job_options(out), models=tiny_en_models)
+    assert (summary.done, summary.already_done) == (0, 1)
+    assert {p.name: p.read_bytes() for p in (out / "segments").iterdir()} == before
+    (row,) = files_rows(out).values()
+    assert row["file_id"] == old_id and row["paths"] == [str(tmp_path / "ep.wav")]
+
+
+def test_a_second_signal_stops_at_once_and_the_job_still_resumes(speech, cache_dir, tmp_path):
+    long = tmp_path / "long.wav"
+    ffmpeg("-i", str(speech["jfk"]), "-i", str(speech["libri"]), "-i", str(speech["left"]), "-filter_complex",
+           "concat=n=3:v=0:a=1", str(long))
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    proc = _start(out, [long], cache_dir, trace, "--batch-size", "1", "--min-piece", "3", "--max-piece", "6",
+                  env={"PODSCRIBE_STOP_GRACE_S": "600"})
+    _wait_for_trace(proc, trace)
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_SIGTERM and "Traceback" not in stderr, stderr
+    assert not list(out.rglob("*.tmp"))
+    again = podscribe("transcribe", *TINY, "--batch-size", "1", "--min-piece", "3", "--max-piece", "6", "--out",
+                      str(out), str(long), cache_dir=cache_dir)
+    assert again.returncode == 0 and "done: 1" in again.stdout, again.stderr

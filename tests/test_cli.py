@@ -1,0 +1,102 @@
+"""Whisper users' conventions: -o/-f output files, --language names and auto, unsupported decoding flags,
+language per segment."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+import srt
+import webvtt
+
+from helpers import podscribe, write_wav
+from pipeline import audio
+from pipeline.decode import DecodeOptions
+from pipeline.runner import JobOptions, run
+
+TINY = ["--model", "tiny.en", "-q"]
+
+
+@pytest.fixture(scope="module")
+def jfk(clips) -> Path:
+    return next(c.path for c in clips if c.path.name == "jfk.flac")
+
+
+def test_output_dir_and_formats_like_whisper_without_overwrites(jfk, clips, cache_dir, tmp_path):
+    other = next(c.path for c in clips if c.path.name == "stereo_diarization_left.wav")
+    for folder, src in (("a", jfk), ("b", other)):
+        (tmp_path / folder).mkdir()
+        shutil.copy(src, tmp_path / folder / f"ep{src.suffix}")
+    shutil.copy(jfk, tmp_path / "speech.flac")
+    result = podscribe("transcribe", *TINY, "-f", "all", "-o", "out", "a/ep.flac", "b/ep.wav", "speech.flac",
+                       cache_dir=cache_dir, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out"
+    assert (out / "podscribe-manifests" / "files").is_dir(), "without --out the manifests go beside the files"
+    stems = {p.stem for p in out.iterdir() if p.is_file()}
+    assert "speech" in stems and len(stems) == 3, stems  # the two ep.* got distinct names
+    assert "shares its name" in result.stderr
+    for stem in stems:
+        text = (out / f"{stem}.txt").read_text()
+        cues = list(srt.parse((out / f"{stem}.srt").read_text()))
+        vtt = webvtt.read(str(out / f"{stem}.vtt"))
+        doc = json.loads((out / f"{stem}.json").read_text())
+        rows = [line.split("\t") for line in (out / f"{stem}.tsv").read_text().splitlines()]
+        assert rows[0] == ["start", "end", "text"] and len(rows) > 1
+        assert all(int(a) <= int(b) for a, b, _ in rows[1:])  # integer milliseconds
+        assert text.strip() and cues and len(vtt.captions) == len(cues) and doc["segments"]
+    jfk_stems = [s for s in stems if "country" in (out / f"{s}.txt").read_text().lower()]
+    assert len(jfk_stems) == 2, "the copy in a/ and speech.flac both carry JFK"
+
+
+def test_export_writes_tsv_like_whisper(jfk, cache_dir, tmp_path):
+    job = tmp_path / "job"
+    assert podscribe("transcribe", *TINY, "--out", str(job), str(jfk), cache_dir=cache_dir).returncode == 0
+    result = podscribe("export", str(job), "-f", "tsv", "-o", str(tmp_path / "subs"), cache_dir=cache_dir)
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "subs" / "jfk.tsv").read_text().splitlines()
+    assert lines[0] == "start\tend\ttext" and lines[1].split("\t")[0].isdigit()
+
+
+def test_language_accepts_auto_and_names_and_refuses_unknown_ones_before_loading(jfk, cache_dir, tmp_path):
+    bad = podscribe("transcribe", *TINY, "--language", "klingon", "--out", str(tmp_path / "bad"), str(jfk),
+                    cache_dir=cache_dir)
+    assert bad.returncode == 2 and "en (english)" in bad.stderr and not (tmp_path / "bad").exists()
+    for value, recorded in (("auto", None), ("English", "en")):
+        out = tmp_path / value
+        result = podscribe("transcribe", *TINY, "--language", value, "--out", str(out), str(jfk), cache_dir=cache_dir)
+        assert result.returncode == 0 and "done: 1" in result.stdout, result.stderr
+        assert json.loads((out / "job.json").read_text())["config"]["decode"]["language"] == recorded
+
+
+@pytest.mark.parametrize("flag", ["--beam_size", "--beam-size", "--best_of", "--temperature"])
+def test_whisper_decoding_flags_get_a_clear_answer(flag, cache_dir, tmp_path):
+    result = podscribe("transcribe", flag, "5", "--out", str(tmp_path / "j"), "x.mp3", cache_dir=cache_dir)
+    assert result.returncode == 2 and "not supported" in result.stderr and "greedily" in result.stderr
+    assert "Did you mean" not in result.stderr
+
+
+def test_version(cache_dir):
+    result = podscribe("--version", cache_dir=cache_dir)
+    assert result.returncode == 0 and "podscribe" in result.stdout
+
+
+def test_each_segment_carries_its_pieces_language(clips, base_models, tmp_path):
+    """English (23.7 s) then German (15.2 s) after a 3 s pause: two pieces, one language each."""
+    by_name = {c.path.name: c.path for c in clips}
+    pause = lambda s: np.zeros(int(s * audio.SAMPLE_RATE), np.float32)  # noqa: E731
+    parts = [audio.decode(by_name["jfk.flac"]), pause(1.0), audio.decode(by_name["2412-153948-0000.flac"]),
+             pause(3.0), audio.decode(by_name["gaenswein15.mp3"])]
+    mixed = write_wav(tmp_path / "en-de.wav", np.concatenate(parts))
+    run([str(mixed)], JobOptions(out_dir=tmp_path / "job", progress=False, decode=DecodeOptions()), models=base_models)
+    segments = ds.dataset(tmp_path / "job" / "segments").to_table().to_pylist()
+    english_end = (len(parts[0]) + len(parts[1]) + len(parts[2])) / audio.SAMPLE_RATE
+    for s in segments:
+        assert s["language"] == ("en" if s["end_s"] <= english_end + 0.5 else "de"), s
+    assert {s["language"] for s in segments} == {"en", "de"}
+    (row,) = ds.dataset(tmp_path / "job" / "files").to_table().to_pylist()
+    assert row["language"] == "en"
