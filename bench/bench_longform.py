@@ -1,0 +1,260 @@
+"""Long-form accuracy and speed: podscribe vs faster-whisper on the same `base` weights, scored in one run.
+
+    .venv/bin/python bench/bench_longform.py [--episodes dev01_garden,dev03_jazz] [--skip-fw]
+                                             [--out results.json] [--job-dir DIR] [--longform ../shared/longform]
+
+Episodes: the long-form development set in ../shared/longform (three synthetic podcast episodes with
+sample-accurate references; override with --longform or $PODSCRIBE_LONGFORM_DIR), scored with its own
+score.py (WER, S/D/I, sentences without a hypothesis, words in music/silence, start-time error, border
+duplicates).
+
+Configurations (all on this machine's CPU, one after the other, models loaded before the clock starts):
+  podscribe          `pipeline.runner.run` with default `JobOptions` and model `base`, exactly what
+                     `podscribe transcribe <episodes> --model base` does (plain batched greedy, VAD gate,
+                     language detected per piece);
+  fw greedy          faster-whisper on podscribe's offline `base` (the CTranslate2 model.bin from its two
+                     wheels, assembled into a temp dir): int8, beam 1, vad_filter=True, temperature=0
+                     (no fallback), everything else faster-whisper's default;
+  fw fallback        the same with faster-whisper's default temperature fallback (0.0, 0.2, ..., 1.0).
+
+Wall time is per episode (podscribe: its files table's wall_s; faster-whisper: transcribe() plus consuming
+its segment generator, file decoding included for both). `x RT` = audio seconds per wall second.
+Numbers depend on the machine; compare configurations from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.models import registry  # noqa: E402
+
+EPISODES = ("dev01_garden", "dev02_council", "dev03_jazz")
+FW_DEFAULT_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def load_scorer(longform: Path):
+    """The development set's own score.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location("longform_score", longform / "score.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def episode_files(longform: Path, names: list[str]) -> dict[str, Path]:
+    refs = {json.loads(p.read_text())["audio"]: p for p in sorted(longform.glob("*.ref.json"))}
+    out = {}
+    for name in names:
+        audio = next((a for a in refs if a.split(".", 1)[0] == name), None)
+        if audio is None:
+            sys.exit(f"unknown episode {name!r}; have {sorted(a.split('.', 1)[0] for a in refs)}")
+        out[name] = longform / audio
+    return out
+
+
+# -- podscribe -----------------------------------------------------------------------
+
+
+def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None) -> dict:
+    import pyarrow.dataset as ds
+
+    from pipeline.decode import DecodeOptions
+    from pipeline.models.load import load_models
+    from pipeline.runner import JobOptions, run
+    from pipeline.runtime import pick_runtime
+
+    shutil.rmtree(job_dir, ignore_errors=True)
+    options = JobOptions(out_dir=job_dir, model="base", decode=DecodeOptions(language=language), progress=False)
+    models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
+                         options.cache_dir)
+    start = time.perf_counter()
+    summary = run([str(p) for p in files.values()], options, models=models)
+    total = time.perf_counter() - start
+    if summary.failed:
+        raise RuntimeError(f"podscribe failed on {summary.failures}")
+    file_rows = ds.dataset(job_dir / "files").to_table().to_pylist()
+    segments = ds.dataset(job_dir / "segments").to_table().to_pylist()
+    pieces = ds.dataset(job_dir / "pieces").to_table().to_pylist()
+    out = {"total_wall_s": total, "job_dir": str(job_dir), "episodes": {}}
+    for name, path in files.items():
+        frow = next(r for r in file_rows if Path(r["path"]).name == path.name)
+        segs = sorted((s for s in segments if s["file_id"] == frow["file_id"]), key=lambda s: s["segment"])
+        ps = sorted((p for p in pieces if p["file_id"] == frow["file_id"]), key=lambda p: p["piece"])
+        langs = [p["language"] for p in ps if not p["skipped"]]
+        out["episodes"][name] = {
+            "wall_s": frow["wall_s"], "duration_s": frow["duration_s"],
+            "rows": [{"audio": path.name, "start": s["start_s"], "end": s["end_s"], "text": s["text"]} for s in segs],
+            "info": {"decode_mode": frow["decode_mode"], "n_pieces": len(ps),
+                     "skipped": {k: sum(1 for p in ps if p["skipped"] == k) for k in {p["skipped"] for p in ps} if k},
+                     "non_en_pieces": sum(1 for lang in langs if lang != "en")},
+        }
+    return out
+
+
+# -- faster-whisper ------------------------------------------------------------------
+
+
+def ct2_base_dir(folder: Path) -> Path:
+    """podscribe's offline `base` as a CTranslate2 dir faster-whisper can load (model.bin parts joined)."""
+    parts, meta = registry._offline_files(registry.OFFLINE_MODELS["base"])
+    out = folder / "ct2-base"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "model.bin", "wb") as f:
+        for p in parts:
+            with open(p, "rb") as src:
+                shutil.copyfileobj(src, f, 1 << 20)
+    for name in ("config.json", "tokenizer.json", "vocabulary.json", "vocabulary.txt", "preprocessor_config.json"):
+        if (meta / name).is_file():
+            shutil.copy(meta / name, out / name)
+    return out
+
+
+def run_faster_whisper(model, files: dict[str, Path], temperature, language: str | None) -> dict:
+    out = {"episodes": {}}
+    for name, path in files.items():
+        start = time.perf_counter()
+        segments, info = model.transcribe(str(path), language=language, beam_size=1, temperature=temperature,
+                                          vad_filter=True)
+        rows = [{"audio": path.name, "start": s.start, "end": s.end, "text": s.text.strip()} for s in segments]
+        wall = time.perf_counter() - start
+        out["episodes"][name] = {"wall_s": wall, "duration_s": info.duration, "rows": rows,
+                                 "info": {"language": info.language,
+                                          "language_probability": round(info.language_probability, 3)}}
+    return out
+
+
+# -- scoring and table ---------------------------------------------------------------
+
+
+def score(scorer, longform: Path, result: dict) -> dict:
+    refs = scorer.load_refs(longform)
+    per, details = {}, {}
+    for name, ep in result["episodes"].items():
+        audio = next(a for a in refs if a.split(".", 1)[0] == name)
+        rows = [dict(r, file=r["audio"], row=i) for i, r in enumerate(ep["rows"])]
+        e = scorer.score_episode(refs[audio], rows)
+        details[name] = e.pop("_details")
+        per[audio] = e
+    overall = scorer.summarize(per)
+    for e in per.values():
+        e.pop("_sub", None)
+        e["timestamps"].pop("_start_errors", None)
+        e["timestamps"].pop("_end_errors", None)
+    return {"overall": overall, "episodes": {a.split(".", 1)[0]: e for a, e in per.items()}, "details": details}
+
+
+def _f(x, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def table_rows(label: str, scores: dict, result: dict) -> list[list[str]]:
+    rows = []
+    for name, e in list(scores["episodes"].items()) + [("OVERALL", scores["overall"])]:
+        eps = list(result["episodes"].values()) if name == "OVERALL" else [result["episodes"][name]]
+        wall, dur = sum(ep["wall_s"] for ep in eps), sum(ep["duration_s"] for ep in eps)
+        ts = e["timestamps"]
+        dup = e["border_duplicates"]["borders"]
+        rows.append([label, name, str(e["ref_words"]), _f(100 * e["wer"], ".1f"),
+                     f"{e['deletions']}/{e['substitutions']}/{e['insertions']}", str(ts["unmatched_sentences"]),
+                     f"{e['hallucination']['words']}", _f(ts["start_err_median"], ".2f"), _f(ts["start_err_p90"], ".2f"),
+                     _f(100 * e["wer_cut30_sentences"] if e["wer_cut30_sentences"] is not None else None, ".1f"),
+                     str(dup), f"{wall:.0f}", f"{dur / wall:.2f}"])
+    return rows
+
+
+def print_table(all_rows: list[list[str]]) -> None:
+    hdr = ["configuration", "episode", "refW", "WER%", "D/S/I", "unm", "hallW", "ts med", "ts p90", "cut30%",
+           "dup", "wall s", "x RT"]
+    w = [max(len(hdr[i]), *(len(r[i]) for r in all_rows)) for i in range(len(hdr))]
+    line = lambda cells: "  ".join(c.ljust(w[i]) if i < 2 else c.rjust(w[i]) for i, c in enumerate(cells))  # noqa: E731
+    print(line(hdr))
+    last = None
+    for r in all_rows:
+        if last is not None and r[0] != last:
+            print()
+        print(line(r))
+        last = r[0]
+    print("D/S/I = deleted/substituted/inserted words; unm = reference sentences no hypothesis segment overlaps; "
+          "hallW = hypothesis words in segments centred in music or silence; ts = absolute start-time error (s); "
+          "cut30 = WER of sentences straddling k*30 s; dup = border duplicates; x RT = audio s per wall s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--longform", type=Path,
+                        default=Path(os.environ.get("PODSCRIBE_LONGFORM_DIR", "../shared/longform")))
+    parser.add_argument("--episodes", default=",".join(EPISODES), help="comma-separated episode names")
+    parser.add_argument("--skip-fw", action="store_true", help="podscribe only")
+    parser.add_argument("--skip-podscribe", action="store_true", help="faster-whisper only")
+    parser.add_argument("--language", default=None, help="force a language (default: detected, as a user runs it)")
+    parser.add_argument("--job-dir", type=Path, default=None,
+                        help="keep podscribe's job dir (manifests) here; default: a temp dir, removed")
+    parser.add_argument("--out", type=Path, help="write all results (scores, per-sentence details, hypotheses) as JSON")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+    longform = args.longform.resolve()
+    if not (longform / "score.py").is_file():
+        sys.exit(f"no long-form set at {longform} (score.py missing); pass --longform")
+    scorer = load_scorer(longform)
+    names = [n.strip() for n in args.episodes.split(",") if n.strip()]
+    files = episode_files(longform, names)
+    audio_s = sum(json.loads((longform / f"{n}.ref.json").read_text())["duration"] for n in names)
+    print(f"episodes: {', '.join(names)} ({audio_s / 60:.1f} min); CPU threads: {os.cpu_count()}", flush=True)
+
+    tmp = Path(tempfile.mkdtemp(prefix="podscribe-longform-"))
+    results: dict[str, dict] = {}
+    try:
+        if not args.skip_podscribe:
+            job_dir = args.job_dir or tmp / "job"
+            print("podscribe base (defaults) ...", flush=True)
+            results["podscribe base"] = run_podscribe(files, job_dir, args.language)
+            results["podscribe base"]["load_avg_after"] = os.getloadavg()
+        if not args.skip_fw:
+            from faster_whisper import WhisperModel
+
+            model = WhisperModel(str(ct2_base_dir(tmp)), device="cpu", compute_type="int8",
+                                 cpu_threads=os.cpu_count() or 2)
+            for label, temperature in [("fw int8 greedy", 0.0), ("fw int8 fallback", list(FW_DEFAULT_TEMPERATURES))]:
+                print(f"{label} ...", flush=True)
+                results[label] = run_faster_whisper(model, files, temperature, args.language)
+                results[label]["load_avg_after"] = os.getloadavg()
+    finally:
+        if args.job_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            shutil.rmtree(tmp / "ct2-base", ignore_errors=True)
+
+    scores = {label: score(scorer, longform, r) for label, r in results.items()}
+    print()
+    print_table([row for label in results for row in table_rows(label, scores[label], results[label])])
+    for label, r in results.items():
+        info = {n: ep["info"] for n, ep in r["episodes"].items()}
+        load = r["load_avg_after"]
+        busy = " (more runnable processes than CPUs: its wall times are contended)" if load[1] > (os.cpu_count() or 1) + 0.5 else ""
+        print(f"{label}: load average after it {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}{busy}; {json.dumps(info)}")
+    if args.out:
+        payload = {"episodes": names, "audio_s": audio_s, "cpu_threads": os.cpu_count(),
+                   "configurations": {label: {"scores": scores[label], **results[label]} for label in results}}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(payload, indent=1, default=float))
+        print(f"results: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
