@@ -384,7 +384,7 @@ def to_txt(segments: list[dict]) -> str:
 def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool) -> str:
     doc = {"path": file_row["path"], "file_id": file_row["file_id"], "duration_s": file_row["duration_s"],
            "language": file_row["language"], "word_timings": "aligned" if timed else "proportional",
-           "segments": [{k: s[k] for k in ("segment", "start_s", "end_s", "text", "words")}
+           "segments": [{k: s.get(k) for k in ("segment", "start_s", "end_s", "text", "language", "flags", "words")}
                         for s in sorted(segments, key=lambda s: s["segment"])],
            "cues": [asdict(c) for c in cues]}
     return json.dumps(doc, ensure_ascii=False, indent=1)

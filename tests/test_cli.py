@@ -49,6 +49,7 @@ def test_output_dir_and_formats_like_whisper_without_overwrites(jfk, clips, cach
         assert rows[0] == ["start", "end", "text"] and len(rows) > 1
         assert all(int(a) <= int(b) for a, b, _ in rows[1:])  # integer milliseconds
         assert text.strip() and cues and len(vtt.captions) == len(cues) and doc["segments"]
+        assert all(isinstance(seg["flags"], list) and "language" in seg for seg in doc["segments"])
     jfk_stems = [s for s in stems if "country" in (out / f"{s}.txt").read_text().lower()]
     assert len(jfk_stems) == 2, "the copy in a/ and speech.flac both carry JFK"
 
