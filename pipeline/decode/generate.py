@@ -16,6 +16,10 @@ Assistants: a decoder-only draft (Distil-Whisper's decoder, the int8 self-draft)
 reads the main encoder's output; a seq2seq draft (tiny drafting for large) runs
 its own encoder on its own features — transformers gets that kind wrong with
 timestamps, this loop does not (tests/test_speculative.py).
+
+A previous-text **context** (``--initial-prompt``, ``--hotwords``) goes before the
+start of transcript of every pass, as transformers puts ``prompt_ids`` there
+(``context_tokens`` builds it; tests/test_prompt.py compares token ids).
 """
 
 from __future__ import annotations
@@ -44,6 +48,30 @@ class Generated:
     segments: list[dict]  # {"start", "end" (s, piece-relative), "tokens" (list)}
     stats: RowStats = field(default_factory=RowStats)
     passes: int = 0
+    pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
+
+
+def context_tokens(tokenizer, prev_sot: int, eot: int, initial_prompt: str | None, hotwords: str | None,
+                   max_text: int = 223) -> list[int]:
+    """The previous-text context before ``<|startoftranscript|>``: ``<|startofprev|>`` then the text
+    tokens of ``" " + hotwords.strip()`` and of ``" " + initial_prompt.strip()`` (faster-whisper's
+    ``get_prompt`` order; a prompt alone gives transformers' ``get_prompt_ids``). At most ``max_text``
+    text tokens (openai-whisper's n_ctx // 2 - 1): the first of the hotwords, then the last of the
+    prompt. Empty when neither is given."""
+    def encode(text: str) -> list[int]:
+        ids = tokenizer.encode(" " + text.strip(), add_special_tokens=False)
+        special = [t for t in ids if t >= eot]
+        if special:  # transformers' get_prompt_ids refuses these too
+            name = tokenizer.convert_ids_to_tokens(special[0])
+            raise ValueError(f"the prompt text contains the special token {name!r}")
+        return ids
+
+    hot = encode(hotwords)[:max_text] if hotwords and hotwords.strip() else []
+    room = max_text - len(hot)
+    prompt = encode(initial_prompt) if initial_prompt and initial_prompt.strip() else []
+    prompt = prompt[len(prompt) - room:] if len(prompt) > room else prompt
+    text = hot + prompt
+    return [prev_sot, *text] if text else []
 
 
 def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames: int) -> tuple[list[dict], int]:
@@ -99,8 +127,16 @@ class Generator:
         feats = self.draft_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
         return feats.to(self.models.runtime.device, self.draft_model.dtype)
 
-    def prompt(self, language: str | None, task: str = "transcribe") -> list[int]:
-        ids = [self.gen.decoder_start_token_id]
+    def context(self, initial_prompt: str | None, hotwords: str | None) -> list[int]:
+        """The previous-text tokens for this model's tokenizer (see ``context_tokens``)."""
+        tok = self.models.tokenizer
+        prev_sot = getattr(self.gen, "prev_sot_token_id", None) or tok.convert_tokens_to_ids("<|startofprev|>")
+        return context_tokens(tok, prev_sot, self.gen.eos_token_id, initial_prompt, hotwords, self.max_positions // 2 - 1)
+
+    def prompt(self, language: str | None, task: str = "transcribe", context: list[int] = ()) -> list[int]:
+        """The decoder's start: ``context`` (``<|startofprev|>`` + text, or nothing), then
+        ``<|startoftranscript|>``, language and task (multilingual models), ``<|notimestamps|>`` without timestamps."""
+        ids = [*context, self.gen.decoder_start_token_id]
         if getattr(self.gen, "is_multilingual", False):
             ids += [self.gen.lang_to_id[f"<|{language}|>"], self.gen.task_to_id[task]]
         if not self.timestamps:
@@ -118,9 +154,11 @@ class Generator:
         first, npass = True, 0
         while pending:
             npass += 1
-            # transformers lets each pass run to max_length plus the prompt (its generate adds the prompt length
-            # to its copy of max_length once per pass), never past the 448 positions: 448 for Whisper's defaults
-            limit = min(self.max_length + npass * len(prompts[0]), self.max_positions)
+            # transformers lets each pass run to max_length plus the prompt (its generate adds the prompt length,
+            # at most 223, to its copy of max_length once per pass), never past the 448 positions: 448 for
+            # Whisper's defaults. A previous-text context counts as prompt (it takes room from the text).
+            grow = min(len(prompts[0]), self.max_positions // 2 - 1)
+            limit = min(self.max_length + npass * grow, self.max_positions)
             feats = self._window(features, pending, seek)
             enc = encoded if first and encoded is not None else self.models.main.get_encoder()(feats).last_hidden_state
             self.main.start(enc, limit + self.policy.max_draft + 2)
@@ -139,6 +177,7 @@ class Generator:
                 g = out[b]
                 g.segments += segs
                 g.passes += 1
+                g.pass_lengths.append(sum(len(s["tokens"]) for s in segs))
                 _add(g.stats, decoded.stats[j])
                 seek[b] += moved
                 if self.timestamps and moved > 0 and seek[b] < features.shape[-1]:

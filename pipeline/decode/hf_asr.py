@@ -11,6 +11,7 @@ view of the main model (same weights) whose ``generate`` runs podscribe's loop
 (``generate.py``): greedy, any batch size, either assistant kind, the same token
 ids as transformers' main-alone greedy output. Short-form input only (the
 pipeline's default, or ``chunk_length_s=30``); beam search and sampling are refused.
+``prompt_ids`` (``processor.get_prompt_ids(text)``) prompt every input, as in transformers.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class RoutedGenerate:
 
     @torch.inference_mode()
     def __call__(self, input_features=None, attention_mask=None, assistant_model=None, return_timestamps=None,
-                 language=None, task=None, return_segments=False, **kwargs):
+                 language=None, task=None, return_segments=False, prompt_ids=None, **kwargs):
         for key, allowed in UNSUPPORTED.items():
             if key in kwargs and kwargs.pop(key) not in (allowed, None):
                 raise ValueError(f"podscribe's decoder is greedy only: {key} is not supported")
@@ -66,7 +67,8 @@ class RoutedGenerate:
         encoded = main.get_encoder()(features).last_hidden_state  # once: language detection and decoding share it
         languages = self._languages(language, encoded) if getattr(main.generation_config, "is_multilingual",
                                                                      False) else [None] * rows
-        prompts = [generator.prompt(lang, task or "transcribe") for lang in languages]
+        context = [int(t) for t in prompt_ids] if prompt_ids is not None else []
+        prompts = [generator.prompt(lang, task or "transcribe", context) for lang in languages]
         out = generator.generate(features, prompts, encoded)
         self.last_stats = [g.stats for g in out]
         pad = main.generation_config.pad_token_id

@@ -8,6 +8,25 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DecodeOptions:
+    """How pieces are decoded.
+
+    ``initial_prompt`` and ``hotwords``: text the decoder sees as "previous text" before every piece
+    (podscribe decodes pieces independently, so a prompt conditions each of them, not only the
+    first as in openai-whisper's long-form loop): names, terms and spellings the model should
+    prefer. The tokens before each piece are
+
+        <|startofprev|> [" " + hotwords.strip()] [" " + initial_prompt.strip()] <|startoftranscript|><|lang|><|task|>
+
+    — for a prompt alone exactly transformers' ``generate(prompt_ids=processor.get_prompt_ids(text))``;
+    hotwords as in faster-whisper (``get_prompt``): they go into the same previous-text slot, before
+    the initial prompt when both are given. At most 223 text tokens (Whisper's n_ctx // 2 - 1, as
+    openai-whisper and faster-whisper cut): hotwords keep their first 223, the initial prompt the last
+    ones of what room is left (faster-whisper cuts each part to 223 separately, and ignores hotwords
+    when a ``prefix`` is given; podscribe has no prefix). Both are stored stripped; blank text is no
+    prompt (None). A prompt costs decoder time: every step attends over its tokens too, and they
+    take room from the 448 positions a pass may use.
+    """
+
     language: str | None = None  # None: detect per piece (multilingual models)
     task: str = "transcribe"  # or "translate"
     batch_size: int = 4
@@ -18,9 +37,17 @@ class DecodeOptions:
     vad: bool = True  # Silero VAD: skip pieces without a voice, drop segments outside speech
     word_timestamps: bool = False  # words with start/end/probability (alignment heads + DTW)
     min_voice_s: float = 0.3
+    initial_prompt: str | None = None  # previous-text prompt before every piece (see the class docstring)
+    hotwords: str | None = None  # names/terms as a prompt, before initial_prompt (faster-whisper's hotwords)
 
     def __post_init__(self):
         if self.task not in ("transcribe", "translate"):
             raise ValueError(f"task must be 'transcribe' or 'translate', not {self.task!r}")
         if not 1 <= self.batch_size <= 64:
             raise ValueError(f"batch size must be 1..64, got {self.batch_size}")
+        for name in ("initial_prompt", "hotwords"):  # stripped, blank is None: one spelling per prompt (config hash)
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be text, not {type(value).__name__}")
+            if value is not None:
+                object.__setattr__(self, name, value.strip() or None)

@@ -4,6 +4,8 @@ Not used by the pipeline; the tests compare token ids with it and ``bench/`` tim
 Greedy (``num_beams=1`` set explicitly: the ASR pipeline would otherwise default to
 beam search, which silently disables an assistant), ``return_segments=True``.
 transformers' assisted generation is batch-size 1, so with an assistant rows go one by one.
+``prompt_ids`` (``<|startofprev|>`` + text, as ``processor.get_prompt_ids`` makes them) go to
+every row; the returned tokens and segments exclude them, as podscribe's do.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def _strip(row: list[int], eot: int, prompt_len: int = 0) -> list[int]:
 
 @torch.inference_mode()
 def hf_generate(model, features: torch.Tensor, languages: list[str | None], timestamps: bool = True,
-                assistant=None, encoded: torch.Tensor | None = None, task: str = "transcribe"):
+                assistant=None, encoded: torch.Tensor | None = None, task: str = "transcribe",
+                prompt_ids: list[int] | None = None):
     """Per row: (token ids after the prompt without end-of-text, segment dicts, (main calls, draft calls))."""
     eot = model.generation_config.eos_token_id
     main_counter, draft_counter = CallCounter(model), CallCounter(assistant)
@@ -81,6 +84,8 @@ def hf_generate(model, features: torch.Tensor, languages: list[str | None], time
         main_counter.calls = draft_counter.calls = 0
         feats = features[rows]
         extra = {"assistant_model": assistant} if assistant is not None else {}
+        if prompt_ids:
+            extra["prompt_ids"] = torch.tensor(prompt_ids, dtype=torch.long, device=features.device)
         with main_counter.active(), draft_counter.active(), reuse_encoder(model, feats, encoded[rows]):
             res = model.generate(input_features=feats, return_segments=True, **extra,
                                  **generate_kwargs(model, [languages[i] for i in rows], timestamps, task))
@@ -90,7 +95,7 @@ def hf_generate(model, features: torch.Tensor, languages: list[str | None], time
         else:  # one pass without timestamps: a ModelOutput / tensor of prompt + tokens
             seqs = (res.sequences if hasattr(res, "sequences") else res).tolist()
             segs = [None] * len(rows)
-            prompt_len = _prompt_len(model, timestamps)
+            prompt_len = _prompt_len(model, timestamps) + len(prompt_ids or ())
         for row, seg in zip(seqs, segs):
             out.append((_strip(row, eot, prompt_len), seg, (main_counter.calls, draft_counter.calls)))
     return out

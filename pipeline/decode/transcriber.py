@@ -7,14 +7,22 @@ transformers' ``generate`` gives with the main model alone. Per batch:
    are not decoded at all;
 2. the encoder runs once; one decoder step on ``<|startoftranscript|>`` gives
    the no-speech probability and, when no language is given, the language;
+   with a prompt (``initial_prompt``, ``hotwords``) the no-speech probability is
+   read at ``<|startoftranscript|>`` after the prompt, as transformers reads it,
+   and the language still from ``<|startoftranscript|>`` alone (transformers'
+   ``detect_language``);
 3. podscribe's own loop (``generate.py``) produces the tokens for the whole
    batch — speculatively when there is an assistant (``speculative.py``);
-4. one teacher-forced decoder pass scores the tokens (average log-probability),
+4. one teacher-forced decoder pass scores the tokens (average log-probability
+   under Whisper's logits rules, as transformers and openai-whisper score them),
    and Whisper's rule (no-speech prob high *and* log-prob low) drops silence;
    the same with a looping text (compression ratio > 2.4) drops music that
    the model "transcribes" as a repeated phrase. Greedy decoding has no
    temperature fallback, so a looping piece with speech keeps one copy of
    each repeated segment.
+
+Word timings align the text after ``<|startoftranscript|>`` without the prompt, as
+openai-whisper's and faster-whisper's ``find_alignment`` do.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from ..audio import SAMPLE_RATE, rms_db
 from ..models.load import Models
 from ..timing import Word, word_timings
 from . import auto
-from .generate import Generator
+from .generate import Generated, Generator
+from .rules import RuleState
 from .options import DecodeOptions
 
 
@@ -104,6 +113,7 @@ class Transcriber:
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot translate")
         use_assistant = use_assistant and models.assistant is not None
         self.plain = Generator(models, timestamps=True, use_assistant=False)
+        self.context = self.plain.context(options.initial_prompt, options.hotwords)  # [] without a prompt
         self.speculative = Generator(models, timestamps=True) if use_assistant else None
         self.choice: auto.Choice | None = None
         if not models.auto:
@@ -142,9 +152,10 @@ class Transcriber:
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
         generated = self._generate(features, encoded, languages, audio, results)
-        self._score(encoded, languages, [tokens for tokens, _ in generated], results)
+        self._score(encoded, languages, generated, results)
         words = self._words(encoded, languages, generated, audio, results)
-        for r, (tokens, segments), a, row_words in zip(results, generated, audio, words):
+        for r, g, a, row_words in zip(results, generated, audio, words):
+            tokens, segments = g.tokens, g.segments
             r.tokens = tokens
             text_bytes = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
             r.compression_ratio = len(text_bytes) / max(1, len(zlib.compress(text_bytes))) if text_bytes else 0.0
@@ -166,28 +177,35 @@ class Transcriber:
     def _words(self, encoded, languages, generated, audio, results) -> list[list[Word] | None]:
         if not self.options.word_timestamps:
             return [None] * len(generated)
-        texts = [[t for t in tokens if t < self.eot] for tokens, _ in generated]
-        return word_timings(self.models, encoded, [self._prompt(lang) for lang in languages], texts,
+        texts = [[t for t in g.tokens if t < self.eot] for g in generated]
+        prompts = [self.plain.prompt(lang, self.options.task) for lang in languages]  # no context: whisper's way
+        return word_timings(self.models, encoded, prompts, texts,
                             [len(a) / SAMPLE_RATE for a in audio])
 
     def _prompt(self, language: str | None) -> list[int]:
-        return self.plain.prompt(language, self.options.task)
+        return self.plain.prompt(language, self.options.task, self.context)
 
     def _probe(self, encoded: torch.Tensor) -> tuple[list[float], list[str | None]]:
-        """One decoder step on <|startoftranscript|>: no-speech probability and detected language."""
+        """One decoder step on <|startoftranscript|>: no-speech probability and detected language.
+
+        With a prompt, transformers reads the no-speech probability at <|startoftranscript|> after the
+        prompt (WhisperNoSpeechDetection) but detects the language from <|startoftranscript|> alone:
+        two short steps then, the second only when the language is to be detected."""
         n = encoded.shape[0]
-        logits = first_step_logits(self.models.main, encoded)
-        probs = logits.softmax(-1)
-        no_speech = probs[:, self.no_speech].tolist() if self.no_speech is not None else [0.0] * n
+        detect = self.multilingual and not self.options.language
+        logits = first_step_logits(self.models.main, encoded, self.context)
+        no_speech = logits.softmax(-1)[:, self.no_speech].tolist() if self.no_speech is not None else [0.0] * n
         if not self.multilingual:
             return no_speech, ["en"] * n
-        if self.options.language:
+        if not detect:
             code = _language_code(self.options.language, self.lang_to_id)
             return no_speech, [code] * n
+        if self.context:
+            logits = first_step_logits(self.models.main, encoded)
         return no_speech, most_likely_languages(logits, self.lang_to_id)
 
-    def _generate(self, features, encoded, languages, audio, results) -> list[tuple[list[int], list[dict]]]:
-        """(token ids, segment dicts) per row, from podscribe's own loop (speculative when chosen)."""
+    def _generate(self, features, encoded, languages, audio, results) -> list[Generated]:
+        """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
         prompts = [self._prompt(lang) for lang in languages]
         draft_features = self.speculative.draft_features(audio) if self.speculative is not None else None
         if self.choice is None:
@@ -203,25 +221,56 @@ class Transcriber:
         for r, g in zip(results, generated):
             r.main_calls, r.draft_calls = g.stats.main_calls, g.stats.draft_calls
             r.drafted, r.accepted, r.passes = g.stats.drafted, g.stats.accepted, g.passes
-        return [(g.tokens, g.segments) for g in generated]
+        return generated
 
     @property
     def mode(self) -> str:
         """How pieces are decoded (for the manifest): plain or speculative, batch size, auto's measurements."""
         return self.choice.describe() if self.choice is not None else "auto (not calibrated yet)"
 
-    def _score(self, encoded, languages, sequences, results) -> None:
-        """Average log-probability of each sequence (with its end-of-text), one teacher-forced pass."""
+    def _score(self, encoded, languages, generated: list[Generated], results) -> None:
+        """Average log-probability of each sequence (with its end-of-text), one teacher-forced pass.
+
+        Each token is scored as the decoder chose it: log-softmax of the logits after Whisper's rules
+        (suppressed tokens, timestamp rules; restarted at each pass), as transformers' and
+        openai-whisper's avg_logprob. Raw logits would charge a prompt for the timestamp the rules force
+        first (the model wants text after a prompt: -14 instead of -2 on that token, enough to push a
+        short piece under the log-prob threshold). A token the rules forbid where the teacher-forced row
+        differs from the decoding (the end-of-text after a row cut at the length limit) keeps its raw score.
+        """
         prompts = [self._prompt(lang) for lang in languages]
         limit = self.models.main.config.max_target_positions + 1  # a second pass can make a row longer
-        rows = [(p + s + [self.eot])[:limit] for p, s in zip(prompts, sequences)]
+        rows = [(p + g.tokens + [self.eot])[:limit] for p, g in zip(prompts, generated)]
         width = max(map(len, rows))
         ids = torch.tensor([r + [self.eot] * (width - len(r)) for r in rows], device=encoded.device)
-        logits = self.models.main(encoder_outputs=(encoded,), decoder_input_ids=ids[:, :-1]).logits.float()
-        logprobs = logits.log_softmax(-1).gather(-1, ids[:, 1:, None])[..., 0]
-        for r, p, row, lp in zip(results, prompts, rows, logprobs):
-            scored = lp[len(p) - 1 : len(row) - 1]
-            r.avg_logprob = float(scored.mean()) if len(scored) else 0.0
+        logits = self.models.main(encoder_outputs=(encoded,), decoder_input_ids=ids[:, :-1]).logits
+        rules = self.plain.rules
+        for b, (r, p, row, g) in enumerate(zip(results, prompts, rows, generated)):
+            n = len(row) - len(p)  # tokens scored: the sequence and its end-of-text, as far as the row holds them
+            if n <= 0:
+                r.avg_logprob = 0.0
+                continue
+            target = ids[b, len(p) : len(row), None]
+            row_logits = logits[b : b + 1, len(p) - 1 : len(row) - 1].float()
+            raw = row_logits.log_softmax(-1).gather(-1, target[None])[0, :, 0]
+            ruled = rules.apply(row_logits, self._rule_states(g, n, encoded.device)).log_softmax(-1)
+            ruled = ruled.gather(-1, target[None])[0, :, 0]
+            r.avg_logprob = float(torch.where(torch.isinf(ruled), raw, ruled).mean())
+
+    def _rule_states(self, g: Generated, n: int, device) -> RuleState:
+        """The rules' state before each of the first ``n`` scored tokens ([1, n]); each pass starts afresh."""
+        rules = self.plain.rules
+        states, at = [], 0
+        lengths = g.pass_lengths or [len(g.tokens)]
+        for i, length in enumerate(lengths):
+            chunk = torch.tensor([g.tokens[at : at + length]], dtype=torch.long, device=device).view(1, length)
+            expanded = rules.expand(RuleState.initial(1, device), chunk)  # states before each token and after all
+            keep = length + 1 if i == len(lengths) - 1 else length  # the last pass: also the end-of-text's
+            states.append(RuleState(*(t[:, :keep] for t in (expanded.n_gen, expanded.last_ts, expanded.pen_ts,
+                                                             expanded.ts_last))))
+            at += length
+        return RuleState(*(torch.cat([getattr(st, f) for st in states], 1)[:, :n]
+                           for f in ("n_gen", "last_ts", "pen_ts", "ts_last")))
 
     def segments(self, generated: list[dict], duration_s: float) -> list[RawSegment]:
         """Text segments with piece-relative times, clamped into the piece."""
@@ -260,9 +309,10 @@ def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
             seg.words.append(Word(w.word, round(start, 3), round(end, 3), w.probability))
 
 
-def first_step_logits(model, encoded: torch.Tensor) -> torch.Tensor:
-    """The decoder's logits after <|startoftranscript|> alone ([rows, vocab], float32)."""
-    ids = torch.full((encoded.shape[0], 1), model.generation_config.decoder_start_token_id, device=encoded.device)
+def first_step_logits(model, encoded: torch.Tensor, context: list[int] = ()) -> torch.Tensor:
+    """The decoder's logits at <|startoftranscript|> ([rows, vocab], float32), after ``context`` if any."""
+    ids = torch.tensor([[*context, model.generation_config.decoder_start_token_id]] * encoded.shape[0],
+                       device=encoded.device)
     return model(encoder_outputs=(encoded,), decoder_input_ids=ids).logits[:, -1].float()
 
 
