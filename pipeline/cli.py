@@ -29,7 +29,8 @@ DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "a
             "subtitles": [], "word_timestamps": None, "output_dir": None,
             "vad": True, "no_speech_threshold": DecodeOptions.no_speech_threshold,
             "logprob_threshold": DecodeOptions.logprob_threshold,
-            "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold, "threads": None}
+            "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold, "threads": None,
+            "vad_threshold": DecodeOptions.vad_threshold, "initial_prompt": None, "hotwords": None}
 # Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
 CUE_FLAGS = {"max_line_chars": ("max_line_chars", click.IntRange(10, 200), "Longest subtitle line, characters."),
              "max_lines": ("max_lines", click.IntRange(1, 2), "Lines per cue."),
@@ -124,6 +125,15 @@ def job_options(flags_default_none: bool):
         click.option("--vad/--no-vad", default=None,
                      help="Silero VAD gate: no words from music, tones or noise (default on). --no-vad transcribes "
                           "pieces the VAD hears no voice in (singing over music)."),
+        click.option("--vad-threshold", type=click.FloatRange(0, 1), default=None,
+                     help=f"Silero's speech probability above which a frame is voice (default "
+                          f"{DecodeOptions.vad_threshold}; lower keeps more speech over music)."),
+        click.option("--initial-prompt", "--initial_prompt", "initial_prompt", default=None,
+                     help="Text given to every piece as the previous text (names, spelling, style), like "
+                          "whisper's --initial_prompt; pieces are decoded independently, so every piece gets it."),
+        click.option("--hotwords", default=None,
+                     help="Names and terms to spell right, e.g. \"Anna Kowalski, Tiverton FC\" (in the prompt, "
+                          "before --initial-prompt, as faster-whisper does)."),
         click.option("--no-speech-threshold", type=float, default=None,
                      help=f"Whisper's no-speech rule (default {DecodeOptions.no_speech_threshold})."),
         click.option("--logprob-threshold", type=float, default=None,
@@ -203,6 +213,8 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
                                  no_speech_threshold=settings["no_speech_threshold"],
                                  logprob_threshold=settings["logprob_threshold"],
                                  compression_ratio_threshold=settings["compression_ratio_threshold"],
+                                 vad_threshold=settings["vad_threshold"], initial_prompt=settings["initial_prompt"],
+                                 hotwords=settings["hotwords"],
                                  word_timestamps=settings["word_timestamps"]),
             subtitles=settings["subtitles"], output_dir=Path(settings["output_dir"]) if settings["output_dir"] else None,
             cue_rules=_cue_rules(settings), threads=settings["threads"],

@@ -19,7 +19,8 @@ KEYS = {
     "device": str, "dtype": str, "batch_size": int, "language": str, "task": str,
     "min_piece": float, "max_piece": float, "subtitles": list, "word_timestamps": bool, "cache_dir": str,
     "output_dir": str, "vad": bool, "no_speech_threshold": float, "logprob_threshold": float,
-    "compression_ratio_threshold": float, "threads": int,
+    "compression_ratio_threshold": float, "threads": int, "vad_threshold": float, "initial_prompt": str,
+    "hotwords": str,
     "max_line_chars": int, "max_lines": int, "max_cps": float, "max_duration": float, "min_duration": float,
     "pause_split": float,
 }

@@ -101,3 +101,18 @@ def test_each_segment_carries_its_pieces_language(clips, base_models, tmp_path):
     assert {s["language"] for s in segments} == {"en", "de"}
     (row,) = ds.dataset(tmp_path / "job" / "files").to_table().to_pylist()
     assert row["language"] == "en"
+
+
+def test_prompt_and_hotwords_reach_the_job_and_are_part_of_its_configuration(jfk, cache_dir, tmp_path):
+    out = tmp_path / "job"
+    args = ["transcribe", *TINY, "--out", str(out), str(jfk)]
+    first = podscribe(*args, "--initial-prompt", "The inaugural address.", "--hotwords", "Americans",
+                      "--vad-threshold", "0.5", cache_dir=cache_dir)
+    assert first.returncode == 0, first.stderr
+    decode = json.loads((out / "job.json").read_text())["config"]["decode"]
+    assert (decode["initial_prompt"], decode["hotwords"], decode["vad_threshold"]) == \
+        ("The inaugural address.", "Americans", 0.5)
+    assert "country" in " ".join(ds.dataset(out / "segments").to_table().column("text").to_pylist()).lower()
+    changed = podscribe(*args, "--initial-prompt", "The inaugural address.", "--hotwords", "Kennedy",
+                        "--vad-threshold", "0.5", cache_dir=cache_dir)
+    assert changed.returncode == 4 and "hotwords" in changed.stderr

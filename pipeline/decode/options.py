@@ -37,6 +37,7 @@ class DecodeOptions:
     vad: bool = True  # Silero VAD: skip pieces without a voice, drop segments outside speech
     word_timestamps: bool = False  # words with start/end/probability (alignment heads + DTW)
     min_voice_s: float = 0.3
+    vad_threshold: float = 0.4  # Silero's speech probability; lenient: speech over a music bed must still count
     initial_prompt: str | None = None  # previous-text prompt before every piece (see the class docstring)
     hotwords: str | None = None  # names/terms as a prompt, before initial_prompt (faster-whisper's hotwords)
 

@@ -131,7 +131,7 @@ class Transcriber:
                 r.skipped = "silence"
                 continue
             if self.options.vad:
-                r.speech = vad.speech_spans(a)
+                r.speech = vad.speech_spans(a, vad.VadOptions(threshold=self.options.vad_threshold))
                 if sum(hi - lo for lo, hi in r.speech) < self.options.min_voice_s:
                     r.skipped = "no_voice"
                     continue
