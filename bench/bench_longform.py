@@ -208,6 +208,8 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
 
+    if args.skip_fw and args.skip_podscribe:
+        parser.error("--skip-fw and --skip-podscribe leave nothing to run")
     longform = args.longform.resolve()
     if not (longform / "score.py").is_file():
         sys.exit(f"no long-form set at {longform} (score.py missing); pass --longform")
