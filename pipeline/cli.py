@@ -30,7 +30,8 @@ DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "a
             "vad": True, "no_speech_threshold": DecodeOptions.no_speech_threshold,
             "logprob_threshold": DecodeOptions.logprob_threshold,
             "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold, "threads": None,
-            "vad_threshold": DecodeOptions.vad_threshold, "initial_prompt": None, "hotwords": None}
+            "vad_threshold": DecodeOptions.vad_threshold, "initial_prompt": None, "hotwords": None,
+            "languages": None, "language_mode": "piece"}
 # Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
 CUE_FLAGS = {"max_line_chars": ("max_line_chars", click.IntRange(10, 200), "Longest subtitle line, characters."),
              "max_lines": ("max_lines", click.IntRange(1, 2), "Lines per cue."),
@@ -109,6 +110,11 @@ def job_options(flags_default_none: bool):
                      help="Pieces decoded together (with an assistant too; with 'auto', the largest it may pick)."),
         click.option("--language", default=None,
                      help="Language code or name (en, nl, German, ...); auto: detect per piece (the default)."),
+        click.option("--languages", default=None,
+                     help="Detect only among these, e.g. en,nl (codes or names). Default: any."),
+        click.option("--language-mode", type=click.Choice(["piece", "file"]), default=d("language_mode"),
+                     show_default=show,
+                     help="piece: detect per piece; file: detect on the first speech, then lock the file's language."),
         click.option("--task", type=click.Choice(["transcribe", "translate"]), default=d("task"), show_default=show),
         click.option("--min-piece", type=float, default=d("min_piece"), show_default=show,
                      help="Shortest piece in seconds (cuts prefer silences)."),
@@ -215,6 +221,8 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
                                  compression_ratio_threshold=settings["compression_ratio_threshold"],
                                  vad_threshold=settings["vad_threshold"], initial_prompt=settings["initial_prompt"],
                                  hotwords=settings["hotwords"],
+                                 languages=_language_set(settings["languages"]),
+                                 language_mode=settings["language_mode"],
                                  word_timestamps=settings["word_timestamps"]),
             subtitles=settings["subtitles"], output_dir=Path(settings["output_dir"]) if settings["output_dir"] else None,
             cue_rules=_cue_rules(settings), threads=settings["threads"],
@@ -224,6 +232,14 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             restart=bool(flags.get("restart")))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
+
+
+def _language_set(value) -> tuple[str, ...] | None:
+    items = value if isinstance(value, list) else str(value).split(",") if value else []
+    codes = [language_code(x) for x in items if x.strip()]
+    if None in codes:
+        raise ValueError("--languages lists the languages to detect among; 'auto' is not one of them")
+    return tuple(dict.fromkeys(codes)) or None
 
 
 def _log_to(path: Path | None) -> None:

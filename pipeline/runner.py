@@ -211,6 +211,7 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
     size = ctx.transcriber.options.batch_size
     queue: list[list] = []  # [piece, result or None] in piece order
     batch: list[list] = []
+    lock = _LanguageLock(ctx.transcriber, persisted)
     for piece, last in _with_last(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings)):
         known = persisted.get(piece.index)
         if known is not None and known["start_sample"] == piece.start_sample and known["n_samples"] == piece.n_samples:
@@ -220,7 +221,7 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
             queue.append([piece, None])
             batch.append(queue[-1])
         if batch and (len(batch) == size or last):
-            _decode_batch(ctx, batch, checkpoint=ctx.checkpoint and not last)
+            _decode_batch(ctx, batch, lock, checkpoint=ctx.checkpoint and not last)
             batch = []
             if ctx.stop.is_set() and not last:
                 yield from _ready(ctx, queue)
@@ -228,9 +229,32 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
         yield from _ready(ctx, queue)
 
 
-def _decode_batch(ctx: FileContext, batch: list[list], checkpoint: bool) -> None:
+class _LanguageLock:
+    """``--language-mode file``: the file's language is detected on its first pieces with a voice (the one
+    with the most voice) and given to every piece after. A resumed file keeps the language its persisted
+    pieces were decoded with."""
+
+    def __init__(self, transcriber: Transcriber, persisted: dict[int, dict]):
+        options = transcriber.options
+        self.active = options.language_mode == "file" and not options.language and transcriber.multilingual
+        self.transcriber = transcriber
+        spoken = [row["language"] for row in persisted.values() if row["language"] and not row["skipped"]]
+        self.language = spoken[0] if self.active and spoken else None
+
+    def __call__(self, samples: list) -> str | None:
+        if self.active and self.language is None:
+            voice: dict[str, float] = {}
+            for lang, seconds in self.transcriber.detect(samples):
+                if lang:
+                    voice[lang] = voice.get(lang, 0.0) + seconds
+            self.language = max(voice, key=lambda k: (voice[k], k)) if voice else None
+        return self.language
+
+
+def _decode_batch(ctx: FileContext, batch: list[list], lock: _LanguageLock, checkpoint: bool) -> None:
     pieces = [entry[0] for entry in batch]
-    results = ctx.transcriber.transcribe([p.samples for p in pieces])
+    samples = [p.samples for p in pieces]
+    results = ctx.transcriber.transcribe(samples, lock(samples))
     for p in pieces:
         _trace("decoded", ctx.file_id, p.index)
     if checkpoint:

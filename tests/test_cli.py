@@ -86,16 +86,27 @@ def test_version(cache_dir):
     assert result.returncode == 0 and "podscribe" in result.stdout
 
 
-def test_each_segment_carries_its_pieces_language(clips, base_models, tmp_path):
+@pytest.fixture(scope="module")
+def english_then_german(clips, tmp_path_factory) -> tuple[Path, float]:
     """English (23.7 s) then German (15.2 s) after a 3 s pause: two pieces, one language each."""
     by_name = {c.path.name: c.path for c in clips}
     pause = lambda s: np.zeros(int(s * audio.SAMPLE_RATE), np.float32)  # noqa: E731
     parts = [audio.decode(by_name["jfk.flac"]), pause(1.0), audio.decode(by_name["2412-153948-0000.flac"]),
              pause(3.0), audio.decode(by_name["gaenswein15.mp3"])]
-    mixed = write_wav(tmp_path / "en-de.wav", np.concatenate(parts))
-    run([str(mixed)], JobOptions(out_dir=tmp_path / "job", progress=False, decode=DecodeOptions()), models=base_models)
-    segments = ds.dataset(tmp_path / "job" / "segments").to_table().to_pylist()
-    english_end = (len(parts[0]) + len(parts[1]) + len(parts[2])) / audio.SAMPLE_RATE
+    mixed = write_wav(tmp_path_factory.mktemp("mixed") / "en-de.wav", np.concatenate(parts))
+    return mixed, (len(parts[0]) + len(parts[1]) + len(parts[2])) / audio.SAMPLE_RATE
+
+
+def _segment_languages(base_models, mixed: Path, out: Path, **decode) -> list[dict]:
+    summary = run([str(mixed)], JobOptions(out_dir=out, progress=False, decode=DecodeOptions(**decode)),
+                  models=base_models)
+    assert summary.done == 1
+    return ds.dataset(out / "segments").to_table().to_pylist() if (out / "segments").is_dir() else []
+
+
+def test_each_segment_carries_its_pieces_language(english_then_german, base_models, tmp_path):
+    mixed, english_end = english_then_german
+    segments = _segment_languages(base_models, mixed, tmp_path / "job")
     for s in segments:
         assert s["language"] == ("en" if s["end_s"] <= english_end + 0.5 else "de"), s
     assert {s["language"] for s in segments} == {"en", "de"}
@@ -116,3 +127,23 @@ def test_prompt_and_hotwords_reach_the_job_and_are_part_of_its_configuration(jfk
     changed = podscribe(*args, "--initial-prompt", "The inaugural address.", "--hotwords", "Kennedy",
                         "--vad-threshold", "0.5", cache_dir=cache_dir)
     assert changed.returncode == 4 and "hotwords" in changed.stderr
+
+
+def test_language_mode_file_locks_and_languages_restrict_detection(english_then_german, base_models, tmp_path):
+    mixed, _ = english_then_german
+    locked = _segment_languages(base_models, mixed, tmp_path / "file", language_mode="file")
+    assert {s["language"] for s in locked} == {"en"}, "the file's first speech is English: all of it is"
+    restricted = _segment_languages(base_models, mixed, tmp_path / "restricted", languages=("en", "nl"))
+    assert {s["language"] for s in restricted} <= {"en", "nl"} and "en" in {s["language"] for s in restricted}
+
+
+def test_no_vad_transcribes_a_voice_the_vad_does_not_hear(jfk, base_models, tmp_path):
+    """JFK at twice the speed, an octave up (a voice outside Silero's range, like singing over a track):
+    the VAD gate drops it; --no-vad lets Whisper transcribe it."""
+    samples = audio.decode(jfk)
+    fast = np.interp(np.arange(0, len(samples), 2.0), np.arange(len(samples)), samples).astype(np.float32)
+    clip = write_wav(tmp_path / "chipmunk.wav", fast)
+    gated = _segment_languages(base_models, clip, tmp_path / "vad", language="en")
+    assert gated == []
+    ungated = _segment_languages(base_models, clip, tmp_path / "no-vad", language="en", vad=False)
+    assert "your country" in " ".join(s["text"] for s in ungated).lower()

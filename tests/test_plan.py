@@ -84,3 +84,14 @@ def test_segments_are_flagged_from_their_pieces_own_signals():
     assert segment_flags(odd, "en", options) == ["no_speech", "low_logprob", "loop", "language"]
     strict = DecodeOptions(logprob_threshold=-0.1)
     assert segment_flags(clean, "en", strict) == ["low_logprob"]
+
+
+def test_the_cli_and_the_job_dir_import_without_fcntl():
+    """Windows has no fcntl: transcribe and export must still import (the lock falls back to msvcrt)."""
+    import subprocess
+    import sys
+
+    probe = "import sys; sys.modules['fcntl'] = None; import pipeline.manifest, pipeline.cli, pipeline.export"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr

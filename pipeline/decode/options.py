@@ -40,12 +40,18 @@ class DecodeOptions:
     vad_threshold: float = 0.4  # Silero's speech probability; lenient: speech over a music bed must still count
     initial_prompt: str | None = None  # previous-text prompt before every piece (see the class docstring)
     hotwords: str | None = None  # names/terms as a prompt, before initial_prompt (faster-whisper's hotwords)
+    languages: tuple[str, ...] | None = None  # detection restricted to these codes (None: any)
+    language_mode: str = "piece"  # "piece": detected per piece; "file": detected on the first speech, then locked
 
     def __post_init__(self):
         if self.task not in ("transcribe", "translate"):
             raise ValueError(f"task must be 'transcribe' or 'translate', not {self.task!r}")
         if not 1 <= self.batch_size <= 64:
             raise ValueError(f"batch size must be 1..64, got {self.batch_size}")
+        if self.language_mode not in ("piece", "file"):
+            raise ValueError(f"language mode must be 'piece' or 'file', not {self.language_mode!r}")
+        if self.languages is not None:
+            object.__setattr__(self, "languages", tuple(self.languages) or None)
         for name in ("initial_prompt", "hotwords"):  # stripped, blank is None: one spelling per prompt (config hash)
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):

@@ -107,6 +107,10 @@ class Transcriber:
         self.no_speech = _special(tok, "<|nospeech|>", "<|nocaptions|>")
         self.multilingual = bool(getattr(gen, "is_multilingual", False))
         self.lang_to_id = dict(getattr(gen, "lang_to_id", None) or {})
+        self.allowed_languages = {t: i for t, i in self.lang_to_id.items()
+                                  if options.languages is None or t[2:-2] in options.languages}
+        if self.multilingual and not self.allowed_languages:
+            raise ValueError(f"none of the languages {options.languages} is known to {models.main_ref.name!r}")
         if not self.multilingual and options.language not in (None, "en", "english"):
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot take language={options.language!r}")
         if not self.multilingual and options.task == "translate":
@@ -122,8 +126,30 @@ class Transcriber:
 
     # -- public -----------------------------------------------------------------
 
-    def transcribe(self, batch: list[np.ndarray]) -> list[PieceResult]:
-        """Decode up to ``batch_size`` pieces (each <= 30 s of 16 kHz mono float32)."""
+    def transcribe(self, batch: list[np.ndarray], language: str | None = None) -> list[PieceResult]:
+        """Decode up to ``batch_size`` pieces (each <= 30 s of 16 kHz mono float32); ``language`` overrides
+        detection for this batch (a file's locked language)."""
+        results, active = self._gate(batch)
+        if active:
+            self._decode([batch[i] for i in active], [results[i] for i in active], language)
+        return results
+
+    @torch.inference_mode()
+    def detect(self, batch: list[np.ndarray]) -> list[tuple[str | None, float]]:
+        """(language, seconds of voice) per piece, without decoding: what ``--language-mode file`` locks on.
+        Pieces without a voice give (None, 0)."""
+        results, active = self._gate(batch)
+        out: list[tuple[str | None, float]] = [(None, 0.0)] * len(batch)
+        if active:
+            encoded = self._encode([batch[i] for i in active])
+            _, languages = self._probe(encoded)
+            for i, lang in zip(active, languages):
+                voice = results[i].speech
+                out[i] = (lang, sum(hi - lo for lo, hi in voice) if voice is not None else len(batch[i]) / SAMPLE_RATE)
+        return out
+
+    def _gate(self, batch: list[np.ndarray]) -> tuple[list[PieceResult], list[int]]:
+        """Which pieces to decode: not silent (energy), with a voice (VAD)."""
         results = [PieceResult() for _ in batch]
         active = []
         for i, (a, r) in enumerate(zip(batch, results)):
@@ -136,19 +162,15 @@ class Transcriber:
                     r.skipped = "no_voice"
                     continue
             active.append(i)
-        if active:
-            self._decode([batch[i] for i in active], [results[i] for i in active])
-        return results
+        return results, active
 
     # -- steps ------------------------------------------------------------------
 
     @torch.inference_mode()
-    def _decode(self, audio: list[np.ndarray], results: list[PieceResult]) -> None:
-        models = self.models
-        features = models.processor.feature_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
-        features = features.to(models.runtime.device, models.runtime.dtype)
-        encoded = models.main.get_encoder()(features).last_hidden_state
-        no_speech, languages = self._probe(encoded)
+    def _decode(self, audio: list[np.ndarray], results: list[PieceResult], language: str | None = None) -> None:
+        features = self._features(audio)
+        encoded = self.models.main.get_encoder()(features).last_hidden_state
+        no_speech, languages = self._probe(encoded, language)
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
         generated = self._generate(features, encoded, languages, audio, results)
@@ -185,24 +207,33 @@ class Transcriber:
     def _prompt(self, language: str | None) -> list[int]:
         return self.plain.prompt(language, self.options.task, self.context)
 
-    def _probe(self, encoded: torch.Tensor) -> tuple[list[float], list[str | None]]:
+    def _features(self, audio: list[np.ndarray]) -> torch.Tensor:
+        models = self.models
+        features = models.processor.feature_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+        return features.to(models.runtime.device, models.runtime.dtype)
+
+    def _encode(self, audio: list[np.ndarray]) -> torch.Tensor:
+        return self.models.main.get_encoder()(self._features(audio)).last_hidden_state
+
+    def _probe(self, encoded: torch.Tensor, language: str | None = None) -> tuple[list[float], list[str | None]]:
         """One decoder step on <|startoftranscript|>: no-speech probability and detected language.
 
         With a prompt, transformers reads the no-speech probability at <|startoftranscript|> after the
         prompt (WhisperNoSpeechDetection) but detects the language from <|startoftranscript|> alone:
         two short steps then, the second only when the language is to be detected."""
         n = encoded.shape[0]
-        detect = self.multilingual and not self.options.language
+        language = language or self.options.language
+        detect = self.multilingual and not language
         logits = first_step_logits(self.models.main, encoded, self.context)
         no_speech = logits.softmax(-1)[:, self.no_speech].tolist() if self.no_speech is not None else [0.0] * n
         if not self.multilingual:
             return no_speech, ["en"] * n
         if not detect:
-            code = _language_code(self.options.language, self.lang_to_id)
+            code = _language_code(language, self.lang_to_id)
             return no_speech, [code] * n
         if self.context:
             logits = first_step_logits(self.models.main, encoded)
-        return no_speech, most_likely_languages(logits, self.lang_to_id)
+        return no_speech, most_likely_languages(logits, self.allowed_languages)
 
     def _generate(self, features, encoded, languages, audio, results) -> list[Generated]:
         """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
