@@ -126,3 +126,15 @@ def long_form_job(base_models, long_form, tmp_path_factory):
     files = ds.dataset(out / "files").to_table().to_pylist()
     segments = sorted(ds.dataset(out / "segments").to_table().to_pylist(), key=lambda r: r["segment"])
     return files[0], segments, out
+
+
+# The fast tier: `pytest -m "not model"` runs the pure functions (seconds). A test is in the slow tier when it
+# loads Whisper weights (real or tiny random) or runs the CLI, which it can only do through these fixtures.
+MODEL_FIXTURES = {"base_models", "tiny_en_models", "base_self_int8", "long_form", "long_form_job", "cache_dir",
+                  "runtime"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
