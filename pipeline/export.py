@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from .manifest import JobDir, atomic_write_bytes, damage_hint
+from .manifest import JobDir, atomic_write_bytes, damage_hint, row_paths
 
 log = logging.getLogger("podscribe")
 FORMATS = ("txt", "vtt", "srt", "tsv", "json")  # the order of openai-whisper's `all`
@@ -414,7 +414,7 @@ def export_job(job_dir: Path, formats: list[str], out_dir: Path | None = None,
     if problems is not None:
         problems += [damage_hint(path, error) for path, error in job.damaged]
     targets = sorted(((Path(p), row) for row in files if row["file_id"] not in damaged
-                      for p in (row["paths"] or [row["path"]])), key=lambda target: str(target[0]))
+                      for p in row_paths(row)), key=lambda target: str(target[0]))
     stems = [path.stem for path, _ in targets]
     written = []
     for path, row in targets:

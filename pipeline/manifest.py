@@ -143,6 +143,11 @@ def write_table(path: Path, rows: list[dict], schema: pa.Schema) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
+def row_paths(row: dict) -> list[str]:
+    """A files row's input paths, absolute (rows made before paths were stored absolute: from this folder)."""
+    return [os.path.abspath(p) for p in (row.get("paths") or [row["path"]])]
+
+
 # -- what identifies an input -----------------------------------------------------------
 
 FILE_ID_HEX = 32  # 128 bits of a SHA-256 of the whole content

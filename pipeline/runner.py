@@ -26,6 +26,7 @@ import os
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -35,10 +36,10 @@ from tqdm import tqdm
 
 from . import audio
 from .audio import AudioError, CutOptions, Piece
-from .export import CueRules, export_job
 from .decode import DecodeOptions, PieceResult, RawSegment, Transcriber
 from .errors import ConfigChanged, DamagedState
-from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id
+from .export import CueRules, export_job
+from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
 from .runtime import pick_runtime
 from .stitch import Segment, stitch
@@ -209,7 +210,7 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
     """
     persisted = ctx.job.read_partial(ctx.file_id)
     size = ctx.transcriber.options.batch_size
-    queue: list[list] = []  # [piece, result or None] in piece order
+    queue: deque[list] = deque()  # [piece, result or None] in piece order
     batch: list[list] = []
     lock = _LanguageLock(ctx.transcriber, persisted)
     for piece, last in _with_last(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings)):
@@ -267,10 +268,10 @@ def _decode_batch(ctx: FileContext, batch: list[list], lock: _LanguageLock, chec
         entry[1] = result
 
 
-def _ready(ctx: FileContext, queue: list[list]):
+def _ready(ctx: FileContext, queue: deque[list]):
     """Yield the leading pieces whose results are known (a persisted piece waits behind an undecoded one)."""
     while queue and queue[0][1] is not None:
-        piece, result = queue.pop(0)
+        piece, result = queue.popleft()
         if ctx.bar is not None:
             ctx.bar.update(round(piece.duration_s, 2))
         yield piece, result
@@ -466,13 +467,8 @@ def _quarantine_damaged(job: JobDir) -> None:
     job.damaged.clear()
 
 
-def _row_paths(row: dict) -> list[str]:
-    """A row's input paths, absolute (rows made before paths were stored absolute: from this folder)."""
-    return [os.path.abspath(p) for p in (row["paths"] or [row["path"]])]
-
-
 def _identify(refs: list[InputRef], rows: list[dict], fps: Fingerprints) -> list[Identity]:
-    legacy = {p: r["file_id"] for r in rows if len(r["file_id"]) == 16 for p in _row_paths(r)}
+    legacy = {p: r["file_id"] for r in rows if len(r["file_id"]) == 16 for p in row_paths(r)}
     known = {r["file_id"] for r in rows}
     out = []
     for ref in refs:
@@ -492,16 +488,17 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
     content_of = {str(ref.path): ident.file_id for ref, ident in zip(refs, idents) if ident.readable}
     by_id = {r["file_id"]: r for r in rows}
     for r in rows:  # a path whose content changed no longer belongs to its old row
-        listed = _row_paths(r)
+        listed = row_paths(r)
         kept = [p for p in listed if content_of.get(p, r["file_id"]) == r["file_id"]]
         if kept == listed:
             continue
         if kept:
-            job.update_file_row({**r, "path": kept[0], "paths": kept})
+            by_id[r["file_id"]] = {**r, "path": kept[0], "paths": kept}
+            job.update_file_row(by_id[r["file_id"]])
         else:
             job.forget(r["file_id"])
             del by_id[r["file_id"]]
-    known_paths = {p: r["file_id"] for r in by_id.values() for p in _row_paths(r)}
+    known_paths = {p: r["file_id"] for r in by_id.values() for p in row_paths(r)}
     tasks: dict[str, Task] = {}
     for ref, ident in zip(refs, idents):
         if not ident.readable and known_paths.get(str(ref.path), ident.file_id) != ident.file_id:
@@ -521,7 +518,7 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
             state = None
         if state == "done":
             summary.already_done += 1
-            listed = _row_paths(row)
+            listed = row_paths(row)
             added = [p for p in task.paths if p not in listed]
             if added or listed != row["paths"]:  # a new copy of finished content: its subtitles are written too
                 job.update_file_row({**row, "path": listed[0], "paths": listed + added})

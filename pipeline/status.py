@@ -13,7 +13,7 @@ from pathlib import Path
 from . import audio
 from .audio import AudioError
 from .errors import DamagedState
-from .manifest import JobDir, damage_hint
+from .manifest import JobDir, damage_hint, row_paths
 
 
 @dataclass
@@ -84,7 +84,7 @@ def job_status(root: Path) -> JobStatus:
         st.problems.append(f"{exc}: pending inputs cannot be listed; the next run rebuilds it from the results, "
                            "or use --restart")
     rows = {r["file_id"]: r for r in job.file_rows()}
-    by_path = {p: fid for fid, r in rows.items() for p in (r["paths"] or [r["path"]])}
+    by_path = {p: fid for fid, r in rows.items() for p in row_paths(r)}
     for r in rows.values():
         if r["status"] == "done" and r["n_segments"] and not job.readable("segments", r["file_id"]):
             if not job.table_path("segments", r["file_id"]).exists():

@@ -429,3 +429,17 @@ def test_a_second_signal_stops_at_once_and_the_job_still_resumes(speech, cache_d
     again = podscribe("transcribe", *TINY, "--batch-size", "1", "--min-piece", "3", "--max-piece", "6", "--out",
                       str(out), str(long), cache_dir=cache_dir)
     assert again.returncode == 0 and "done: 1" in again.stdout, again.stderr
+
+
+def test_a_copy_that_changes_leaves_the_row_while_a_new_copy_joins_it(speech, tiny_en_models, tmp_path):
+    a, b, c = (tmp_path / name for name in ("a.wav", "b.wav", "c.wav"))
+    shutil.copy(speech["jfk"], a)
+    shutil.copy(speech["jfk"], b)
+    out = tmp_path / "job"
+    run([str(a), str(b)], job_options(out), models=tiny_en_models)
+    shutil.copy(speech["left"], b)  # b now holds other content
+    shutil.copy(speech["jfk"], c)  # c is a new copy of a
+    summary = run([str(a), str(b), str(c)], job_options(out), models=tiny_en_models)
+    assert (summary.done, summary.already_done, summary.copies) == (1, 1, 1)
+    paths = {r["file_id"]: r["paths"] for r in files_rows(out).values()}
+    assert paths[identify(a)[0].file_id] == [str(a), str(c)] and paths[identify(b)[0].file_id] == [str(b)]
