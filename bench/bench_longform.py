@@ -1,6 +1,6 @@
 """Long-form accuracy and speed: podscribe vs faster-whisper on the same `base` weights, scored in one run.
 
-    .venv/bin/python bench/bench_longform.py [--episodes dev01_garden,dev03_jazz] [--skip-fw]
+    .venv/bin/python bench/bench_longform.py [--episodes dev01_garden,dev03_jazz] [--skip-fw] [--first-pass]
                                              [--out results.json] [--job-dir DIR] [--longform ../shared/longform]
 
 Episodes: the long-form development set in ../shared/longform (three synthetic podcast episodes with
@@ -11,7 +11,8 @@ duplicates).
 Configurations (all on this machine's CPU, one after the other, models loaded before the clock starts):
   podscribe          `pipeline.runner.run` with default `JobOptions` and model `base`, exactly what
                      `podscribe transcribe <episodes> --model base` does (plain batched greedy, VAD gate,
-                     language detected per piece);
+                     language detected per piece, second chances on: coverage check, beam fallback);
+  podscribe 1st pass (--first-pass) the same without the second chances, to show what they cost and buy;
   fw greedy          faster-whisper on podscribe's offline `base` (the CTranslate2 model.bin from its two
                      wheels, assembled into a temp dir): int8, beam 1, vad_filter=True, temperature=0
                      (no fallback), everything else faster-whisper's default;
@@ -65,7 +66,7 @@ def episode_files(longform: Path, names: list[str]) -> dict[str, Path]:
 # -- podscribe -----------------------------------------------------------------------
 
 
-def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None) -> dict:
+def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None, second_chances: bool = True) -> dict:
     import pyarrow.dataset as ds
 
     from pipeline.decode import DecodeOptions
@@ -74,7 +75,9 @@ def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None) -
     from pipeline.runtime import pick_runtime
 
     shutil.rmtree(job_dir, ignore_errors=True)
-    options = JobOptions(out_dir=job_dir, model="base", decode=DecodeOptions(language=language), progress=False)
+    decode = DecodeOptions(language=language) if second_chances else \
+        DecodeOptions(language=language, coverage=False, fallback_beams=0)
+    options = JobOptions(out_dir=job_dir, model="base", decode=decode, progress=False)
     models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
                          options.cache_dir)
     start = time.perf_counter()
@@ -96,7 +99,9 @@ def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None) -
             "rows": [{"audio": path.name, "start": s["start_s"], "end": s["end_s"], "text": s["text"]} for s in segs],
             "info": {"decode_mode": frow["decode_mode"], "n_pieces": len(ps),
                      "skipped": {k: sum(1 for p in ps if p["skipped"] == k) for k in {p["skipped"] for p in ps} if k},
-                     "non_en_pieces": sum(1 for lang in langs if lang != "en")},
+                     "non_en_pieces": sum(1 for lang in langs if lang != "en"),
+                     "redecodes": [{"piece": p["piece"], "at_s": round(p["start_s"] + d["start_s"], 2), **d}
+                                   for p in ps for d in p.get("redecodes") or ()]},
         }
     return out
 
@@ -196,6 +201,8 @@ def main() -> None:
     parser.add_argument("--episodes", default=",".join(EPISODES), help="comma-separated episode names")
     parser.add_argument("--skip-fw", action="store_true", help="podscribe only")
     parser.add_argument("--skip-podscribe", action="store_true", help="faster-whisper only")
+    parser.add_argument("--first-pass", action="store_true",
+                        help="also run podscribe without its second chances (no coverage check, no fallback)")
     parser.add_argument("--language", default=None, help="force a language (default: detected, as a user runs it)")
     parser.add_argument("--job-dir", type=Path, default=None,
                         help="keep podscribe's job dir (manifests) here; default: a temp dir, removed")
@@ -227,6 +234,10 @@ def main() -> None:
             print("podscribe base (defaults) ...", flush=True)
             results["podscribe base"] = run_podscribe(files, job_dir, args.language)
             results["podscribe base"]["load_avg_after"] = os.getloadavg()
+            if args.first_pass:
+                print("podscribe base, first pass only ...", flush=True)
+                results["podscribe 1st pass"] = run_podscribe(files, tmp / "job-first-pass", args.language, False)
+                results["podscribe 1st pass"]["load_avg_after"] = os.getloadavg()
         if not args.skip_fw:
             from faster_whisper import WhisperModel
 

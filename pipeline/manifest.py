@@ -74,6 +74,9 @@ PIECES_SCHEMA = pa.schema([
     ("avg_logprob", pa.float32()), ("compression_ratio", pa.float32()), ("n_tokens", pa.int32()),
     ("main_calls", pa.int32()), ("draft_calls", pa.int32()), ("drafted", pa.int32()), ("accepted", pa.int32()),
     ("passes", pa.int32()),
+    # second chances (decode/recover.py): piece-relative span, why, the text token ids kept from it
+    ("redecodes", pa.list_(pa.struct([("start_s", pa.float64()), ("end_s", pa.float64()), ("reason", pa.string()),
+                                      ("tokens", pa.list_(pa.int32()))]))),
 ])
 
 # A decoded piece as persisted before its file is finished: the pieces columns plus what

@@ -37,6 +37,7 @@ from tqdm import tqdm
 from . import audio
 from .audio import AudioError, CutOptions, Piece
 from .decode import DecodeOptions, PieceResult, RawSegment, Transcriber
+from .decode.recover import Redecode
 from .errors import ConfigChanged, DamagedState
 from .export import CueRules, export_job
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
@@ -184,7 +185,8 @@ def _from_partial(row: dict) -> tuple[Piece, PieceResult]:
                              None if s["words"] is None else [Word(**w) for w in s["words"]]) for s in row["segments"]],
         language=row["language"], no_speech_prob=row["no_speech_prob"], avg_logprob=row["avg_logprob"],
         compression_ratio=row["compression_ratio"], skipped=row["skipped"], main_calls=row["main_calls"],
-        draft_calls=row["draft_calls"], drafted=row.get("drafted") or 0, accepted=row["accepted"], passes=row.get("passes") or 0)
+        draft_calls=row["draft_calls"], drafted=row.get("drafted") or 0, accepted=row["accepted"], passes=row.get("passes") or 0,
+        redecodes=[Redecode(**d) for d in row.get("redecodes") or ()])
     return piece, result
 
 
@@ -357,7 +359,8 @@ def _piece_row(file_id: str, p: Piece, r: PieceResult) -> dict:
             "end_sample": p.end_sample, "language": r.language, "skipped": r.skipped,
             "no_speech_prob": r.no_speech_prob, "avg_logprob": r.avg_logprob,
             "compression_ratio": r.compression_ratio, "n_tokens": len(r.tokens), "main_calls": r.main_calls,
-            "draft_calls": r.draft_calls, "drafted": r.drafted, "accepted": r.accepted, "passes": r.passes}
+            "draft_calls": r.draft_calls, "drafted": r.drafted, "accepted": r.accepted, "passes": r.passes,
+            "redecodes": [asdict(d) for d in r.redecodes]}
 
 
 def _base_row(ctx: FileContext) -> dict:

@@ -42,12 +42,19 @@ class DecodeOptions:
     hotwords: str | None = None  # names/terms as a prompt, before initial_prompt (faster-whisper's hotwords)
     languages: tuple[str, ...] | None = None  # detection restricted to these codes (None: any)
     language_mode: str = "piece"  # "piece": detected per piece; "file": detected on the first speech, then locked
+    coverage: bool = True  # voice the text does not cover (>= coverage_gap_s) is decoded again (decode/recover.py)
+    coverage_gap_s: float = 1.0
+    fallback_beams: int = 5  # pieces failing Whisper's checks are decoded again with this many beams (0: never)
 
     def __post_init__(self):
         if self.task not in ("transcribe", "translate"):
             raise ValueError(f"task must be 'transcribe' or 'translate', not {self.task!r}")
         if not 1 <= self.batch_size <= 64:
             raise ValueError(f"batch size must be 1..64, got {self.batch_size}")
+        if not 0 <= self.fallback_beams <= 16:
+            raise ValueError(f"fallback beams must be 0..16, got {self.fallback_beams}")
+        if self.coverage_gap_s <= 0:
+            raise ValueError(f"coverage gap must be > 0 s, got {self.coverage_gap_s}")
         if self.language_mode not in ("piece", "file"):
             raise ValueError(f"language mode must be 'piece' or 'file', not {self.language_mode!r}")
         if self.languages is not None:

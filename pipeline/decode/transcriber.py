@@ -17,9 +17,11 @@ transformers' ``generate`` gives with the main model alone. Per batch:
    under Whisper's logits rules, as transformers and openai-whisper score them),
    and Whisper's rule (no-speech prob high *and* log-prob low) drops silence;
    the same with a looping text (compression ratio > 2.4) drops music that
-   the model "transcribes" as a repeated phrase. Greedy decoding has no
-   temperature fallback, so a looping piece with speech keeps one copy of
-   each repeated segment.
+   the model "transcribes" as a repeated phrase;
+5. second chances (``recover.py``): a piece that fails Whisper's checks (loops, or
+   log-prob < -1) is decoded again with beam search and the better result kept; voice
+   the text does not cover is decoded again as short clips. Both run the main model's
+   own decoding, so they are the same with and without an assistant.
 
 Word timings align the text after ``<|startoftranscript|>`` without the prompt, as
 openai-whisper's and faster-whisper's ``find_alignment`` do.
@@ -38,8 +40,9 @@ from .. import vad
 from ..audio import SAMPLE_RATE, rms_db
 from ..models.load import Models
 from ..timing import Word, word_timings
-from . import auto
+from . import auto, recover
 from .generate import Generated, Generator
+from .recover import Redecode
 from .rules import RuleState
 from .options import DecodeOptions
 
@@ -51,6 +54,7 @@ class RawSegment:
     text: str
     n_tokens: int = 0  # text tokens (no timestamps) behind this segment
     words: list[Word] | None = None  # piece-relative, when word timestamps are on
+    ids: list[int] = field(default_factory=list, repr=False)  # those text tokens (in memory only; not persisted)
 
 
 @dataclass
@@ -68,6 +72,7 @@ class PieceResult:
     drafted: int = 0  # draft tokens proposed
     accepted: int = 0  # draft tokens kept (each equal to the main model's own choice)
     passes: int = 0  # decoding passes over the piece (transformers' seek rule may add a second)
+    redecodes: list[Redecode] = field(default_factory=list)  # second chances: fallback, uncovered speech
 
 
 def _special(tokenizer, *names: str) -> int | None:
@@ -130,8 +135,17 @@ class Transcriber:
         """Decode up to ``batch_size`` pieces (each <= 30 s of 16 kHz mono float32); ``language`` overrides
         detection for this batch (a file's locked language)."""
         results, active = self._gate(batch)
-        if active:
-            self._decode([batch[i] for i in active], [results[i] for i in active], language)
+        size = self.options.batch_size
+        for at in range(0, len(active), size):
+            rows = active[at : at + size]
+            audio, found = [batch[i] for i in rows], [results[i] for i in rows]
+            self._decode(audio, found, [language] * len(rows))
+            if self.options.coverage:
+                self._cover(audio, found)
+        if not self.options.word_timestamps:  # words computed for the coverage check only
+            for r in results:
+                for seg in r.segments:
+                    seg.words = None
         return results
 
     @torch.inference_mode()
@@ -167,42 +181,152 @@ class Transcriber:
     # -- steps ------------------------------------------------------------------
 
     @torch.inference_mode()
-    def _decode(self, audio: list[np.ndarray], results: list[PieceResult], language: str | None = None) -> None:
+    def _decode(self, audio: list[np.ndarray], results: list[PieceResult], languages: list[str | None]) -> None:
         features = self._features(audio)
         encoded = self.models.main.get_encoder()(features).last_hidden_state
-        no_speech, languages = self._probe(encoded, language)
+        no_speech, languages = self._probe(encoded, languages)
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
         generated = self._generate(features, encoded, languages, audio, results)
         self._score(encoded, languages, generated, results)
-        words = self._words(encoded, languages, generated, audio, results)
-        for r, g, a, row_words in zip(results, generated, audio, words):
-            tokens, segments = g.tokens, g.segments
-            r.tokens = tokens
-            text_bytes = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
-            r.compression_ratio = len(text_bytes) / max(1, len(zlib.compress(text_bytes))) if text_bytes else 0.0
-            looping = r.compression_ratio > self.options.compression_ratio_threshold
-            if r.no_speech_prob > self.options.no_speech_threshold and (
-                    r.avg_logprob < self.options.logprob_threshold or looping):
+        for r, g in zip(results, generated):
+            r.compression_ratio = self._compression(g.tokens)
+        self._fallback(features, encoded, languages, generated, audio, results)
+        found: list[list[RawSegment]] = []
+        for r, g, a in zip(results, generated, audio):
+            r.tokens = g.tokens
+            if self._silent(r):
                 r.skipped = "no_speech"
+                found.append([])
                 continue
-            all_segments = self.segments(segments, len(a) / SAMPLE_RATE)
+            segments = self.segments(g.segments, len(a) / SAMPLE_RATE)
             if r.speech is not None:
-                for seg in all_segments:
+                for seg in segments:
                     seg.start_s, seg.end_s = vad.tighten(seg.start_s, seg.end_s, r.speech)
+            found.append(segments)
+        words = self._words(encoded, languages, generated, audio, results, found)
+        for r, segments, row_words in zip(results, found, words):
             if row_words is not None:
-                attach_words(all_segments, row_words)
-            kept = [s for s in all_segments if not is_non_speech_text(s.text)
+                attach_words(segments, row_words)
+            kept = [s for s in segments if not is_non_speech_text(s.text)
                     and (r.speech is None or vad.overlaps(s.start_s, s.end_s, r.speech))]
-            r.segments = drop_repeats(kept) if looping else kept
+            r.segments = drop_repeats(kept) if r.compression_ratio > self.options.compression_ratio_threshold else kept
 
-    def _words(self, encoded, languages, generated, audio, results) -> list[list[Word] | None]:
-        if not self.options.word_timestamps:
-            return [None] * len(generated)
-        texts = [[t for t in g.tokens if t < self.eot] for g in generated]
-        prompts = [self.plain.prompt(lang, self.options.task) for lang in languages]  # no context: whisper's way
-        return word_timings(self.models, encoded, prompts, texts,
-                            [len(a) / SAMPLE_RATE for a in audio])
+    def _silent(self, r: PieceResult) -> bool:
+        """Whisper's no-speech rule: no-speech probability high and the text unsure (or looping)."""
+        o = self.options
+        return r.no_speech_prob > o.no_speech_threshold and (
+            r.avg_logprob < o.logprob_threshold or r.compression_ratio > o.compression_ratio_threshold)
+
+    def _compression(self, tokens: list[int]) -> float:
+        text = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
+        return len(text) / max(1, len(zlib.compress(text))) if text else 0.0
+
+    def _fallback(self, features, encoded, languages, generated: list[Generated], audio, results) -> None:
+        """Pieces failing Whisper's checks (and not silence) are decoded again with beam search, the main
+        model alone, one at a time (the result does not depend on the batch); the better one is kept."""
+        o = self.options
+        if not o.fallback_beams:
+            return
+        for i, r in enumerate(results):
+            first = recover.Candidate(r.avg_logprob, r.compression_ratio)
+            if self._silent(r) or not recover.fails(first, o.logprob_threshold, o.compression_ratio_threshold):
+                continue
+            beam = self._beam(features[i : i + 1], encoded[i : i + 1], languages[i])
+            trial = PieceResult()
+            self._score(encoded[i : i + 1], languages[i : i + 1], [beam], [trial])
+            second = recover.Candidate(trial.avg_logprob, self._compression(beam.tokens))
+            keep = recover.better(first, second, o.logprob_threshold, o.compression_ratio_threshold)
+            why = (f"compression ratio {first.compression_ratio:.2f}" if first.compression_ratio > o.compression_ratio_threshold
+                   else f"avg log-prob {first.avg_logprob:.2f}")
+            r.redecodes.append(Redecode(0.0, round(len(audio[i]) / SAMPLE_RATE, 3),
+                                        f"fallback: {why}; beam {o.fallback_beams} " + ("kept" if keep else "not better"),
+                                        [t for t in beam.tokens if t < self.eot] if keep else []))
+            r.main_calls += beam.stats.main_calls
+            if keep:
+                generated[i] = beam
+                r.avg_logprob, r.compression_ratio = second.avg_logprob, second.compression_ratio
+
+    def _beam(self, features, encoded, language: str | None) -> Generated:
+        """One piece decoded by transformers' beam search (main model), as podscribe's loop returns it."""
+        from .reference import hf_generate
+
+        ((tokens, segments, (calls, _)),) = hf_generate(self.models.main, features, [language], True, None, encoded,
+                                                        self.options.task, self.context or None,
+                                                        num_beams=self.options.fallback_beams)
+        segs = [{"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(t) for t in seg["tokens"]]}
+                for seg in segments or []]
+        ids = [t for seg in segs for t in seg["tokens"]]
+        g = Generated(ids, segs, passes=1, pass_lengths=[len(ids)])
+        g.stats.main_calls = calls
+        return g
+
+    def _cover(self, audio: list[np.ndarray], results: list[PieceResult]) -> None:
+        """The coverage check (``recover.py``): voice no text covers is decoded again as short clips, in
+        rounds while a round recovers something."""
+        o = self.options
+        attempts: list[list[tuple[float, float]]] = [[] for _ in results]
+        for _ in range(recover.MAX_ROUNDS):
+            jobs = []  # (row, gap, clip span), piece-relative seconds
+            for i, (a, r) in enumerate(zip(audio, results)):
+                if r.skipped or not r.speech:
+                    continue
+                for gap in recover.uncovered(r.speech, self._covered(r), o.coverage_gap_s):
+                    span = recover.clip(gap, len(a) / SAMPLE_RATE)
+                    if not recover.tried(span, attempts[i]):
+                        attempts[i].append(span)
+                        jobs.append((i, gap, span))
+            if not jobs:
+                return
+            clips = [audio[i][int(lo * SAMPLE_RATE) : int(hi * SAMPLE_RATE)] for i, _, (lo, hi) in jobs]
+            found, active = self._gate(clips)
+            for at in range(0, len(active), o.batch_size):
+                rows = active[at : at + o.batch_size]
+                self._decode([clips[k] for k in rows], [found[k] for k in rows], [results[jobs[k][0]].language for k in rows])
+            progress = False
+            for (i, gap, (lo, hi)), sub in zip(jobs, found):
+                r = results[i]
+                new = [_shifted(s, lo) for s in sub.segments
+                       if recover.belongs(s.start_s + lo, s.end_s + lo, gap)]
+                r.redecodes += [Redecode(round(d.start_s + lo, 3), round(d.end_s + lo, 3), d.reason, d.tokens)
+                                for d in sub.redecodes]
+                r.redecodes.append(Redecode(round(lo, 3), round(hi, 3), "uncovered speech", [t for s in new for t in s.ids]))
+                for name in ("main_calls", "draft_calls", "drafted", "accepted"):
+                    setattr(r, name, getattr(r, name) + getattr(sub, name))
+                if new:
+                    r.segments = recover.merge(r.segments, new)
+                    progress = True
+            if not progress:
+                return
+
+    @staticmethod
+    def _covered(r: PieceResult) -> list[tuple[float, float]]:
+        """What a piece's text covers: each segment's span, or its words' (padded) where the segment is
+        thin for the speech in it and its words are known."""
+        out = []
+        for seg in r.segments:
+            if seg.words and recover.thin(seg.start_s, seg.end_s, len(seg.text.split()), r.speech):
+                out += [(w.start_s - recover.WORD_PAD_S, w.end_s + recover.WORD_PAD_S) for w in seg.words if w.word.strip()]
+            else:
+                out.append((seg.start_s, seg.end_s))
+        return out
+
+    def _words(self, encoded, languages, generated, audio, results, found) -> list[list[Word] | None]:
+        """Word timings for the rows that want them: all with word timestamps on; else, for the coverage
+        check, the rows with a segment too thin for its speech (``recover.thin``)."""
+        o = self.options
+        rows = [i for i, (r, segments) in enumerate(zip(results, found)) if segments and (
+            o.word_timestamps or (o.coverage and r.speech and any(
+                recover.thin(s.start_s, s.end_s, len(s.text.split()), r.speech) for s in segments)))]
+        out: list[list[Word] | None] = [None] * len(generated)
+        if not rows:
+            return out
+        texts = [[t for t in generated[i].tokens if t < self.eot] for i in rows]
+        prompts = [self.plain.prompt(languages[i], o.task) for i in rows]  # no context: whisper's way
+        timed = word_timings(self.models, encoded[rows], prompts, texts, [len(audio[i]) / SAMPLE_RATE for i in rows])
+        for i, row_words in zip(rows, timed):
+            out[i] = row_words
+        return out
 
     def _prompt(self, language: str | None) -> list[int]:
         return self.plain.prompt(language, self.options.task, self.context)
@@ -215,25 +339,26 @@ class Transcriber:
     def _encode(self, audio: list[np.ndarray]) -> torch.Tensor:
         return self.models.main.get_encoder()(self._features(audio)).last_hidden_state
 
-    def _probe(self, encoded: torch.Tensor, language: str | None = None) -> tuple[list[float], list[str | None]]:
-        """One decoder step on <|startoftranscript|>: no-speech probability and detected language.
+    def _probe(self, encoded: torch.Tensor, languages: list[str | None] | None = None
+               ) -> tuple[list[float], list[str | None]]:
+        """One decoder step on <|startoftranscript|>: no-speech probability and, for rows without a
+        language (``languages``, else the options'), the detected one.
 
         With a prompt, transformers reads the no-speech probability at <|startoftranscript|> after the
         prompt (WhisperNoSpeechDetection) but detects the language from <|startoftranscript|> alone:
-        two short steps then, the second only when the language is to be detected."""
+        two short steps then, the second only when a language is to be detected."""
         n = encoded.shape[0]
-        language = language or self.options.language
-        detect = self.multilingual and not language
+        wanted = [lang or self.options.language for lang in (languages or [None] * n)]
         logits = first_step_logits(self.models.main, encoded, self.context)
         no_speech = logits.softmax(-1)[:, self.no_speech].tolist() if self.no_speech is not None else [0.0] * n
         if not self.multilingual:
             return no_speech, ["en"] * n
-        if not detect:
-            code = _language_code(language, self.lang_to_id)
-            return no_speech, [code] * n
+        if all(wanted):
+            return no_speech, [_language_code(lang, self.lang_to_id) for lang in wanted]
         if self.context:
             logits = first_step_logits(self.models.main, encoded)
-        return no_speech, most_likely_languages(logits, self.allowed_languages)
+        detected = most_likely_languages(logits, self.allowed_languages)
+        return no_speech, [_language_code(lang, self.lang_to_id) if lang else d for lang, d in zip(wanted, detected)]
 
     def _generate(self, features, encoded, languages, audio, results) -> list[Generated]:
         """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
@@ -312,8 +437,16 @@ class Transcriber:
             start = min(float(seg["start"]), duration_s)
             end = min(max(float(seg["end"]), start), duration_s)
             if text:
-                out.append(RawSegment(round(start, 3), round(end, 3), text, len(ids)))
+                out.append(RawSegment(round(start, 3), round(end, 3), text, len(ids), ids=ids))
         return out
+
+
+def _shifted(seg: RawSegment, offset_s: float) -> RawSegment:
+    """A clip's segment in its piece's time."""
+    words = None if seg.words is None else [
+        Word(w.word, round(w.start_s + offset_s, 3), round(w.end_s + offset_s, 3), w.probability) for w in seg.words]
+    return RawSegment(round(seg.start_s + offset_s, 3), round(seg.end_s + offset_s, 3), seg.text, seg.n_tokens, words,
+                      seg.ids)
 
 
 def attach_words(segments: list[RawSegment], words: list[Word]) -> None:

@@ -1,0 +1,135 @@
+"""Second chances: speech the first greedy pass dropped is decoded again.
+
+Greedy Whisper fails in two ways that lose words, and podscribe used to accept both:
+
+- **Early stop.** A piece decodes to one sentence and end-of-text, or one segment's
+  timestamps stretch over seconds of speech its text does not hold: the speech
+  after or inside it never appears. The VAD knows it was speech. The **coverage
+  check** compares the voice spans with what the decoded text covers (word timings
+  when the segment looks too thin for its speech, else the segment span) and decodes
+  every uncovered stretch of at least ``min_gap_s`` again as its own short piece,
+  with a little context on both sides. Repeats while a round recovers something and
+  the next stretch starts later (Whisper's own seek rule moves forward the same way).
+- **Failing checks.** A piece whose text loops (compression ratio > 2.4) or whose
+  average log-probability is below -1 — openai-whisper's triggers for its
+  temperature fallback — is decoded again with beam search (deterministic), and the
+  result that passes the checks is kept (``better``).
+
+Both apply to the main model's own tokens: the first pass is the same with or without
+an assistant, and the second chances run the same code on the same inputs, so the
+final segments are the same with and without one (tests/test_recover.py).
+
+This module holds the pure decisions (which stretches, which candidate); the
+Transcriber runs the models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WORD_PAD_S = 0.3  # a word covers this much speech on each side (Whisper's word ends are 20 ms-coarse, VAD pads)
+CONTEXT_S = 0.3  # audio kept on each side of an uncovered stretch when it is decoded again
+MIN_WORD_S = 0.6  # a segment whose speech exceeds n_words * MIN_WORD_S + THIN_SLACK_S is checked word by word
+THIN_SLACK_S = 1.5
+MAX_ROUNDS = 3
+
+
+@dataclass
+class Redecode:
+    """One second chance, as the pieces table records it (piece-relative seconds)."""
+
+    start_s: float
+    end_s: float
+    reason: str  # "uncovered speech" | "fallback: <which check failed>; beam N kept|not better"
+    tokens: list[int]  # text token ids kept from it (none: nothing recovered)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What Whisper's checks look at in one decoding of a piece."""
+
+    avg_logprob: float
+    compression_ratio: float
+
+
+def fails(c: Candidate, logprob_threshold: float, compression_ratio_threshold: float) -> bool:
+    """openai-whisper's fallback trigger: the text loops, or the model is unsure of it."""
+    return c.compression_ratio > compression_ratio_threshold or c.avg_logprob < logprob_threshold
+
+
+def better(first: Candidate, second: Candidate, logprob_threshold: float, compression_ratio_threshold: float) -> bool:
+    """Whether ``second`` (the fallback) replaces ``first`` (greedy): the one that passes the checks;
+    when both fail, the one that does not loop, then the higher average log-probability
+    (faster-whisper keeps the best failing result the same way; openai-whisper keeps the last)."""
+    first_fails = fails(first, logprob_threshold, compression_ratio_threshold)
+    second_fails = fails(second, logprob_threshold, compression_ratio_threshold)
+    if first_fails != second_fails:
+        return first_fails
+    if not first_fails:
+        return False  # both pass: greedy was fine (not reached: the fallback runs only when greedy fails)
+    first_loops = first.compression_ratio > compression_ratio_threshold
+    second_loops = second.compression_ratio > compression_ratio_threshold
+    if first_loops != second_loops:
+        return first_loops
+    return second.avg_logprob > first.avg_logprob
+
+
+def thin(start_s: float, end_s: float, n_words: int, speech: list[tuple[float, float]]) -> bool:
+    """A segment whose span holds more speech than its words can fill (slow speech is ~1.7 words/s):
+    its words may cover only part of it, so check it word by word."""
+    return voiced(start_s, end_s, speech) > n_words * MIN_WORD_S + THIN_SLACK_S
+
+
+def voiced(start_s: float, end_s: float, speech: list[tuple[float, float]]) -> float:
+    """Seconds of ``speech`` inside [start_s, end_s]."""
+    return sum(max(0.0, min(hi, end_s) - max(lo, start_s)) for lo, hi in speech)
+
+
+def uncovered(speech: list[tuple[float, float]], covered: list[tuple[float, float]],
+              min_gap_s: float) -> list[tuple[float, float]]:
+    """Stretches of ``speech`` no ``covered`` span touches, at least ``min_gap_s`` long."""
+    cover = sorted(covered)
+    out = []
+    for lo, hi in speech:
+        at = lo
+        for a, b in cover:
+            if b <= at or a >= hi:
+                continue
+            if a > at:
+                out.append((at, a))
+            at = max(at, b)
+        if at < hi:
+            out.append((at, hi))
+    return [(round(a, 3), round(b, 3)) for a, b in out if b - a >= min_gap_s]
+
+
+def clip(gap: tuple[float, float], duration_s: float, context_s: float = CONTEXT_S) -> tuple[float, float]:
+    """The stretch decoded again for ``gap``: the gap with ``context_s`` either side, inside the piece."""
+    return max(0.0, gap[0] - context_s), min(duration_s, gap[1] + context_s)
+
+
+def belongs(start_s: float, end_s: float, gap: tuple[float, float]) -> bool:
+    """Whether a segment decoded from a gap's clip is new text for the gap (not the context's words
+    decoded again): at least half of it, or half of the gap, lies inside the gap."""
+    inside = max(0.0, min(end_s, gap[1]) - max(start_s, gap[0]))
+    return inside > 0 and (inside >= 0.5 * (end_s - start_s) or inside >= 0.5 * (gap[1] - gap[0]))
+
+
+def tried(span: tuple[float, float], attempts: list[tuple[float, float]], slack_s: float = 0.1) -> bool:
+    """A clip that starts where one already decoded started and ends inside it cannot bring anything
+    new (the same audio decodes to the same tokens); one that starts later can (the seek moved on)."""
+    return any(abs(span[0] - a) <= slack_s and span[1] <= b + slack_s for a, b in attempts)
+
+
+def merge(segments: list, recovered: list) -> list:
+    """Segments (objects with ``start_s``, ``end_s``, ``words``) with the recovered ones in time order;
+    a segment whose span reaches into the next one ends where the next starts (a first-pass segment's
+    timestamps often stretch over the speech it did not transcribe), its words clamped with it."""
+    out = sorted([*segments, *recovered], key=lambda s: (s.start_s, s.end_s))
+    for seg, following in zip(out, out[1:]):
+        if seg.end_s > following.start_s:
+            seg.end_s = max(seg.start_s, following.start_s)
+            for w in seg.words or ():
+                w.start_s = min(w.start_s, seg.end_s)
+                w.end_s = min(max(w.end_s, w.start_s), seg.end_s)
+    return out

@@ -1,0 +1,88 @@
+"""Second chances (pipeline/decode/recover.py): the pure decisions, on planted spans.
+
+What the models do with them is tested in tests/test_second_chances.py (base, tiny.en, real clips).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.decode import recover
+from pipeline.decode.recover import Candidate
+from pipeline.timing import Word
+
+LP, CR = -1.0, 2.4  # Whisper's thresholds
+
+
+def test_uncovered_finds_speech_after_the_last_segment_and_inside_long_pauses():
+    speech = [(0.5, 9.0), (12.0, 20.0)]
+    covered = [(0.6, 4.0), (4.2, 5.0), (12.0, 19.5)]
+    assert recover.uncovered(speech, covered, 1.0) == [(5.0, 9.0)]  # 0.5-0.6 and 19.5-20 are below a second
+    assert recover.uncovered(speech, covered, 0.05) == [(0.5, 0.6), (4.0, 4.2), (5.0, 9.0), (19.5, 20.0)]
+    assert recover.uncovered(speech, [], 1.0) == speech  # a piece that decoded to nothing
+    assert recover.uncovered([], covered, 1.0) == []
+
+
+def test_uncovered_handles_covers_that_overlap_and_straddle_spans():
+    speech = [(1.0, 3.0), (4.0, 10.0)]
+    covered = [(0.0, 1.5), (1.2, 2.0), (2.5, 4.5), (8.0, 8.5)]
+    assert recover.uncovered(speech, covered, 0.3) == [(2.0, 2.5), (4.5, 8.0), (8.5, 10.0)]
+
+
+def test_a_segment_is_thin_when_its_speech_outlasts_its_words():
+    speech = [(0.0, 10.6)]
+    assert recover.thin(0.0, 10.6, 8, speech)  # one 3 s sentence stretched over 10.6 s of voice
+    assert not recover.thin(0.0, 10.6, 25, speech)  # 2.4 words/s: ordinary speech
+    assert not recover.thin(0.0, 10.6, 8, [(0.0, 4.0)])  # the rest of the span is not voice
+    assert recover.voiced(2.0, 5.0, [(0.0, 3.0), (4.0, 4.5), (6.0, 7.0)]) == 1.5
+
+
+def test_clip_adds_context_inside_the_piece():
+    assert recover.clip((5.0, 9.0), 30.0) == (5.0 - recover.CONTEXT_S, 9.0 + recover.CONTEXT_S)
+    assert recover.clip((0.1, 29.9), 30.0) == (0.0, 30.0)
+
+
+def test_a_recovered_segment_belongs_to_its_gap_not_to_the_context():
+    gap = (5.0, 9.0)
+    assert recover.belongs(5.1, 8.8, gap)
+    assert recover.belongs(4.7, 6.0, gap)  # mostly inside
+    assert not recover.belongs(4.7, 5.0, gap)  # the context's last word decoded again
+    assert not recover.belongs(1.0, 5.3, gap)  # mostly outside, little of the gap
+    assert recover.belongs(3.0, 8.0, gap)  # covers most of the gap
+
+
+def test_a_clip_is_not_tried_twice_but_a_later_start_is_new():
+    attempts = [(4.7, 9.3)]
+    assert recover.tried((4.7, 9.3), attempts)
+    assert recover.tried((4.75, 9.0), attempts)
+    assert not recover.tried((6.2, 9.3), attempts)  # the seek moved past what was recovered
+    assert not recover.tried((1.0, 3.0), attempts)  # another gap, earlier
+
+
+@dataclass
+class Seg:
+    start_s: float
+    end_s: float
+    words: list[Word] | None = None
+
+
+def test_merge_orders_segments_and_ends_a_stretched_one_where_the_recovered_starts():
+    first = Seg(0.0, 10.6, [Word(" Will", 0.2, 0.5, 0.9), Word(" it?", 0.5, 10.4, 0.9)])
+    later = Seg(12.0, 14.0)
+    found = Seg(3.5, 10.3)
+    out = recover.merge([first, later], [found])
+    assert [(s.start_s, s.end_s) for s in out] == [(0.0, 3.5), (3.5, 10.3), (12.0, 14.0)]
+    assert [(w.start_s, w.end_s) for w in out[0].words] == [(0.2, 0.5), (0.5, 3.5)]
+
+
+def test_whisper_rule_keeps_the_candidate_that_passes():
+    looping = Candidate(avg_logprob=-0.2, compression_ratio=3.5)
+    unsure = Candidate(avg_logprob=-1.4, compression_ratio=1.6)
+    fine = Candidate(avg_logprob=-0.5, compression_ratio=1.7)
+    assert recover.fails(looping, LP, CR) and recover.fails(unsure, LP, CR) and not recover.fails(fine, LP, CR)
+    assert recover.better(looping, fine, LP, CR)
+    assert not recover.better(fine, looping, LP, CR)
+    assert recover.better(looping, unsure, LP, CR)  # both fail: the one that does not loop
+    assert not recover.better(unsure, looping, LP, CR)
+    assert recover.better(unsure, Candidate(-1.2, 1.5), LP, CR)  # both unsure: the higher log-prob
+    assert not recover.better(unsure, Candidate(-1.6, 1.5), LP, CR)
