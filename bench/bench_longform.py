@@ -100,7 +100,9 @@ def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None, s
             "info": {"decode_mode": frow["decode_mode"], "n_pieces": len(ps),
                      "skipped": {k: sum(1 for p in ps if p["skipped"] == k) for k in {p["skipped"] for p in ps} if k},
                      "non_en_pieces": sum(1 for lang in langs if lang != "en"),
-                     "redecodes": [{"piece": p["piece"], "at_s": round(p["start_s"] + d["start_s"], 2), **d}
+                     "redecodes": [{"piece": p["piece"], "at_s": round(p["start_s"] + d["start_s"], 2),
+                                    "span_s": round(d["end_s"] - d["start_s"], 2), "reason": d["reason"],
+                                    "n_tokens": len(d["tokens"])}
                                    for p in ps for d in p.get("redecodes") or ()]},
         }
     return out

@@ -31,7 +31,8 @@ DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "a
             "logprob_threshold": DecodeOptions.logprob_threshold,
             "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold, "threads": None,
             "vad_threshold": DecodeOptions.vad_threshold, "initial_prompt": None, "hotwords": None,
-            "languages": None, "language_mode": "piece"}
+            "languages": None, "language_mode": "piece", "coverage": DecodeOptions.coverage,
+            "fallback_beams": DecodeOptions.fallback_beams}
 # Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
 CUE_FLAGS = {"max_line_chars": ("max_line_chars", click.IntRange(10, 200), "Longest subtitle line, characters."),
              "max_lines": ("max_lines", click.IntRange(1, 2), "Lines per cue."),
@@ -140,6 +141,13 @@ def job_options(flags_default_none: bool):
         click.option("--hotwords", default=None,
                      help="Names and terms to spell right, e.g. \"Anna Kowalski, Tiverton FC\" (in the prompt, "
                           "before --initial-prompt, as faster-whisper does)."),
+        click.option("--coverage/--no-coverage", default=None,
+                     help="Decode again the voice (VAD) that no text covers: what greedy Whisper drops when it "
+                          "stops early (default on; needs the VAD)."),
+        click.option("--fallback-beams", type=click.IntRange(0, 16), default=None,
+                     help=f"Pieces failing Whisper's checks (looping text, log-prob below the threshold) are decoded "
+                          f"again with beam search of this width, the better result kept (default "
+                          f"{DecodeOptions.fallback_beams}; 0: never)."),
         click.option("--no-speech-threshold", type=float, default=None,
                      help=f"Whisper's no-speech rule (default {DecodeOptions.no_speech_threshold})."),
         click.option("--logprob-threshold", type=float, default=None,
@@ -180,7 +188,8 @@ def _unsupported(ctx, param, value):
     if value is not None:
         raise click.UsageError(
             f"{param.opts[0]} is not supported: podscribe decodes greedily, so that its output is token for token "
-            "the main model's with or without an assistant (speculative decoding). Leave it out.", ctx)
+            "the main model's with or without an assistant (speculative decoding); pieces that fail Whisper's checks "
+            "are decoded again with beam search (--fallback-beams). Leave it out.", ctx)
     return value
 
 
@@ -223,6 +232,7 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
                                  hotwords=settings["hotwords"],
                                  languages=_language_set(settings["languages"]),
                                  language_mode=settings["language_mode"],
+                                 coverage=settings["coverage"], fallback_beams=settings["fallback_beams"],
                                  word_timestamps=settings["word_timestamps"]),
             subtitles=settings["subtitles"], output_dir=Path(settings["output_dir"]) if settings["output_dir"] else None,
             cue_rules=_cue_rules(settings), threads=settings["threads"],

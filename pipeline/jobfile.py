@@ -20,7 +20,7 @@ KEYS = {
     "min_piece": float, "max_piece": float, "subtitles": list, "word_timestamps": bool, "cache_dir": str,
     "output_dir": str, "vad": bool, "no_speech_threshold": float, "logprob_threshold": float,
     "compression_ratio_threshold": float, "threads": int, "vad_threshold": float, "initial_prompt": str,
-    "hotwords": str, "languages": list, "language_mode": str,
+    "hotwords": str, "languages": list, "language_mode": str, "coverage": bool, "fallback_beams": int,
     "max_line_chars": int, "max_lines": int, "max_cps": float, "max_duration": float, "min_duration": float,
     "pause_split": float,
 }

@@ -31,9 +31,10 @@ def test_uncovered_handles_covers_that_overlap_and_straddle_spans():
 
 def test_a_segment_is_thin_when_its_speech_outlasts_its_words():
     speech = [(0.0, 10.6)]
-    assert recover.thin(0.0, 10.6, 8, speech)  # one 3 s sentence stretched over 10.6 s of voice
-    assert not recover.thin(0.0, 10.6, 25, speech)  # 2.4 words/s: ordinary speech
-    assert not recover.thin(0.0, 10.6, 8, [(0.0, 4.0)])  # the rest of the span is not voice
+    assert recover.thin(0.0, 10.6, 8, speech, 1.0)  # one 3 s sentence stretched over 10.6 s of voice
+    assert recover.thin(103.3, 106.8, 4, [(103.0, 107.3)], 1.0)  # "the real enemy here." over the next sentence
+    assert not recover.thin(0.0, 10.6, 25, speech, 1.0)  # 2.4 words/s: ordinary speech
+    assert not recover.thin(0.0, 10.6, 8, [(0.0, 4.0)], 1.0)  # the rest of the span is not voice
     assert recover.voiced(2.0, 5.0, [(0.0, 3.0), (4.0, 4.5), (6.0, 7.0)]) == 1.5
 
 

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 
 WORD_PAD_S = 0.3  # a word covers this much speech on each side (Whisper's word ends are 20 ms-coarse, VAD pads)
 CONTEXT_S = 0.3  # audio kept on each side of an uncovered stretch when it is decoded again
-MIN_WORD_S = 0.6  # a segment whose speech exceeds n_words * MIN_WORD_S + THIN_SLACK_S is checked word by word
-THIN_SLACK_S = 1.5
+WORD_S = 0.5  # seconds a spoken word takes at most, on average (slow speech: 2 words/s)
 MAX_ROUNDS = 3
 
 
@@ -74,10 +73,11 @@ def better(first: Candidate, second: Candidate, logprob_threshold: float, compre
     return second.avg_logprob > first.avg_logprob
 
 
-def thin(start_s: float, end_s: float, n_words: int, speech: list[tuple[float, float]]) -> bool:
-    """A segment whose span holds more speech than its words can fill (slow speech is ~1.7 words/s):
-    its words may cover only part of it, so check it word by word."""
-    return voiced(start_s, end_s, speech) > n_words * MIN_WORD_S + THIN_SLACK_S
+def thin(start_s: float, end_s: float, n_words: int, speech: list[tuple[float, float]], gap_s: float) -> bool:
+    """A segment whose span holds more voice than its words take (``WORD_S`` each) plus a coverage gap:
+    its words may leave a gap uncovered, so check it word by word. Only decides where word timings are
+    computed; the words then decide."""
+    return voiced(start_s, end_s, speech) > n_words * WORD_S + gap_s
 
 
 def voiced(start_s: float, end_s: float, speech: list[tuple[float, float]]) -> float:

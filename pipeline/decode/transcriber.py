@@ -299,13 +299,13 @@ class Transcriber:
             if not progress:
                 return
 
-    @staticmethod
-    def _covered(r: PieceResult) -> list[tuple[float, float]]:
+    def _covered(self, r: PieceResult) -> list[tuple[float, float]]:
         """What a piece's text covers: each segment's span, or its words' (padded) where the segment is
         thin for the speech in it and its words are known."""
         out = []
         for seg in r.segments:
-            if seg.words and recover.thin(seg.start_s, seg.end_s, len(seg.text.split()), r.speech):
+            if seg.words and recover.thin(seg.start_s, seg.end_s, len(seg.text.split()), r.speech,
+                                          self.options.coverage_gap_s):
                 out += [(w.start_s - recover.WORD_PAD_S, w.end_s + recover.WORD_PAD_S) for w in seg.words if w.word.strip()]
             else:
                 out.append((seg.start_s, seg.end_s))
@@ -317,7 +317,7 @@ class Transcriber:
         o = self.options
         rows = [i for i, (r, segments) in enumerate(zip(results, found)) if segments and (
             o.word_timestamps or (o.coverage and r.speech and any(
-                recover.thin(s.start_s, s.end_s, len(s.text.split()), r.speech) for s in segments)))]
+                recover.thin(s.start_s, s.end_s, len(s.text.split()), r.speech, o.coverage_gap_s) for s in segments)))]
         out: list[list[Word] | None] = [None] * len(generated)
         if not rows:
             return out
