@@ -71,7 +71,32 @@ def test_long_form_timestamps_monotonic_and_on_speech(long_form, long_form_job):
     assert np.median(onset_errors) < 0.45  # measured 0.366 s (0.481 s before VAD tightening)
 
 
-def test_silence_and_tones_give_no_words(base_models, tmp_path):
+def _pink(n: int, rng) -> np.ndarray:
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    spectrum /= np.sqrt(np.arange(len(spectrum)) + 1.0)
+    x = np.fft.irfft(spectrum, n)
+    return (x / np.abs(x).max()).astype(np.float32)
+
+
+def _music(t: np.ndarray, rng) -> np.ndarray:
+    """A music bed: a chord change every 2 s with harmonics and decay, a bass line, a hi-hat every 0.25 s."""
+    sr = audio.SAMPLE_RATE
+    out = np.zeros(len(t))
+    roots = [220.0, 174.6, 196.0, 261.6]
+    for k, at in enumerate(range(0, len(t), 2 * sr)):
+        seg = t[at : at + 2 * sr] - t[at]
+        root = roots[k % len(roots)]
+        tone = sum(np.sin(2 * np.pi * root * ratio * h * seg) / h for ratio in (1, 1.26, 1.5) for h in (1, 2, 3))
+        bass = np.sin(2 * np.pi * root / 2 * seg)
+        out[at : at + 2 * sr] = 0.05 * tone * np.exp(-seg) + 0.1 * bass
+    for at in range(0, len(t), sr // 4):
+        n = min(800, len(t) - at)
+        out[at : at + n] += 0.05 * rng.standard_normal(n) * np.exp(-np.arange(n) / 150)
+    return (out / np.abs(out).max() * 0.5).astype(np.float32)
+
+
+def test_silence_tones_noise_and_music_give_no_words(base_models, tmp_path):
+    """With the defaults (VAD gate, coverage check, fallback on) nothing is invented in non-speech."""
     sr = audio.SAMPLE_RATE
     t = np.arange(40 * sr) / sr
     rng = np.random.default_rng(1)
@@ -80,6 +105,8 @@ def test_silence_and_tones_give_no_words(base_models, tmp_path):
         "hiss.wav": (rng.standard_normal(len(t)) * 0.001).astype(np.float32),
         "tone.wav": (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32),
         "chord.wav": (0.1 * sum(np.sin(2 * np.pi * f * t) for f in (261.6, 329.6, 392.0))).astype(np.float32),
+        "pink.wav": _pink(len(t), rng) * 0.05,
+        "music.wav": _music(t, rng),
     }
     paths = [str(write_wav(tmp_path / name, samples)) for name, samples in files.items()]
     out = tmp_path / "job"

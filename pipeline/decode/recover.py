@@ -12,8 +12,11 @@ Greedy Whisper fails in two ways that lose words, and podscribe used to accept b
   the next stretch starts later (Whisper's own seek rule moves forward the same way).
 - **Failing checks.** A piece whose text loops (compression ratio > 2.4) or whose
   average log-probability is below -1 — openai-whisper's triggers for its
-  temperature fallback — is decoded again with beam search (deterministic), and the
-  result that passes the checks is kept (``better``).
+  temperature fallback — is decoded again: beam search first, then sampling at
+  rising temperatures with a fixed seed (both deterministic), until a result passes
+  the checks; the best by Whisper's rule is kept (``better``). Beam search alone does
+  not break a loop: on a noisy 27 s piece tiny.en loops greedily (compression 4.0)
+  and worse with 5 beams (8.7).
 
 Both apply to the main model's own tokens: the first pass is the same with or without
 an assistant, and the second chances run the same code on the same inputs, so the
@@ -31,6 +34,16 @@ WORD_PAD_S = 0.3  # a word covers this much speech on each side (Whisper's word 
 CONTEXT_S = 0.3  # audio kept on each side of an uncovered stretch when it is decoded again
 WORD_S = 0.5  # seconds a spoken word takes at most, on average (slow speech: 2 words/s)
 MAX_ROUNDS = 3
+TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)  # after the beams, as openai-whisper and faster-whisper rise
+SEED = 0  # sampling is seeded per attempt: the same piece gives the same result in every run
+MAX_NEW_TOKENS = 224  # per pass of a fallback attempt: openai-whisper's sample_len (n_ctx // 2); a loop ends there
+
+
+def fallbacks(beams: int) -> list[tuple[str, int, float]]:
+    """The fallback attempts in order: (label, beams, temperature). None with ``beams`` 0."""
+    if not beams:
+        return []
+    return [(f"beam {beams}", beams, 0.0)] + [(f"temperature {t}", 1, t) for t in TEMPERATURES]
 
 
 @dataclass
@@ -39,7 +52,7 @@ class Redecode:
 
     start_s: float
     end_s: float
-    reason: str  # "uncovered speech" | "fallback: <which check failed>; beam N kept|not better"
+    reason: str  # "uncovered speech" | "fallback: <check failed>; <beam N | temperature T>: better|not better"
     tokens: list[int]  # text token ids kept from it (none: nothing recovered)
 
 

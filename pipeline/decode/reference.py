@@ -1,7 +1,8 @@
 """transformers' own Whisper ``generate``: the reference podscribe's loop is identical to.
 
 The tests compare token ids with it and ``bench/`` times it; the pipeline uses it only for the
-beam-search fallback of pieces that fail Whisper's checks (``recover.py``), main model alone.
+fallback of pieces that fail Whisper's checks (``recover.py``: beam search, then seeded sampling),
+main model alone.
 Greedy (``num_beams=1`` set explicitly: the ASR pipeline would otherwise default to
 beam search, which silently disables an assistant), ``return_segments=True``.
 transformers' assisted generation is batch-size 1, so with an assistant rows go one by one.
@@ -59,8 +60,12 @@ def reuse_encoder(model, features: torch.Tensor, encoded: torch.Tensor):
 
 
 def generate_kwargs(model, languages: list[str | None], timestamps: bool = True, task: str = "transcribe",
-                    num_beams: int = 1) -> dict:
-    kwargs = {"num_beams": num_beams, "do_sample": False, "return_timestamps": timestamps}
+                    num_beams: int = 1, temperature: float = 0.0, max_new_tokens: int | None = None) -> dict:
+    kwargs = {"num_beams": num_beams, "do_sample": temperature > 0, "return_timestamps": timestamps}
+    if max_new_tokens:
+        kwargs["max_new_tokens"] = max_new_tokens
+    if temperature > 0:
+        kwargs["temperature"] = temperature
     if getattr(model.generation_config, "is_multilingual", False):
         kwargs.update(language=languages if len(set(languages)) > 1 else languages[0], task=task)
     return kwargs
@@ -74,7 +79,8 @@ def _strip(row: list[int], eot: int, prompt_len: int = 0) -> list[int]:
 @torch.inference_mode()
 def hf_generate(model, features: torch.Tensor, languages: list[str | None], timestamps: bool = True,
                 assistant=None, encoded: torch.Tensor | None = None, task: str = "transcribe",
-                prompt_ids: list[int] | None = None, num_beams: int = 1):
+                prompt_ids: list[int] | None = None, num_beams: int = 1, temperature: float = 0.0,
+                max_new_tokens: int | None = None):
     """Per row: (token ids after the prompt without end-of-text, segment dicts, (main calls, draft calls))."""
     eot = model.generation_config.eos_token_id
     main_counter, draft_counter = CallCounter(model), CallCounter(assistant)
@@ -90,7 +96,8 @@ def hf_generate(model, features: torch.Tensor, languages: list[str | None], time
             extra["prompt_ids"] = torch.tensor(prompt_ids, dtype=torch.long, device=features.device)
         with main_counter.active(), draft_counter.active(), reuse_encoder(model, feats, encoded[rows]):
             res = model.generate(input_features=feats, return_segments=True, **extra,
-                                 **generate_kwargs(model, [languages[i] for i in rows], timestamps, task, num_beams))
+                                 **generate_kwargs(model, [languages[i] for i in rows], timestamps, task, num_beams,
+                                                   temperature, max_new_tokens))
         if isinstance(res, dict) and "segments" in res:
             seqs, segs = res["sequences"].tolist(), res["segments"]
             prompt_len = 0

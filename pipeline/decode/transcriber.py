@@ -223,37 +223,43 @@ class Transcriber:
         return len(text) / max(1, len(zlib.compress(text))) if text else 0.0
 
     def _fallback(self, features, encoded, languages, generated: list[Generated], audio, results) -> None:
-        """Pieces failing Whisper's checks (and not silence) are decoded again with beam search, the main
-        model alone, one at a time (the result does not depend on the batch); the better one is kept."""
+        """Pieces failing Whisper's checks (and not silence) are decoded again — beam search, then seeded
+        sampling at rising temperatures — by the main model alone, one at a time (the result does not
+        depend on the batch), until one passes; the best by Whisper's rule is kept (``recover.better``)."""
         o = self.options
-        if not o.fallback_beams:
-            return
         for i, r in enumerate(results):
-            first = recover.Candidate(r.avg_logprob, r.compression_ratio)
-            if self._silent(r) or not recover.fails(first, o.logprob_threshold, o.compression_ratio_threshold):
+            best = recover.Candidate(r.avg_logprob, r.compression_ratio)
+            if self._silent(r) or not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
                 continue
-            beam = self._beam(features[i : i + 1], encoded[i : i + 1], languages[i])
-            trial = PieceResult()
-            self._score(encoded[i : i + 1], languages[i : i + 1], [beam], [trial])
-            second = recover.Candidate(trial.avg_logprob, self._compression(beam.tokens))
-            keep = recover.better(first, second, o.logprob_threshold, o.compression_ratio_threshold)
-            why = (f"compression ratio {first.compression_ratio:.2f}" if first.compression_ratio > o.compression_ratio_threshold
-                   else f"avg log-prob {first.avg_logprob:.2f}")
-            r.redecodes.append(Redecode(0.0, round(len(audio[i]) / SAMPLE_RATE, 3),
-                                        f"fallback: {why}; beam {o.fallback_beams} " + ("kept" if keep else "not better"),
-                                        [t for t in beam.tokens if t < self.eot] if keep else []))
-            r.main_calls += beam.stats.main_calls
-            if keep:
-                generated[i] = beam
-                r.avg_logprob, r.compression_ratio = second.avg_logprob, second.compression_ratio
+            why = (f"compression ratio {best.compression_ratio:.2f}" if best.compression_ratio > o.compression_ratio_threshold
+                   else f"avg log-prob {best.avg_logprob:.2f}")
+            for label, beams, temperature in recover.fallbacks(o.fallback_beams):
+                again = self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
+                trial = PieceResult()
+                self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial])
+                candidate = recover.Candidate(trial.avg_logprob, self._compression(again.tokens))
+                keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
+                r.redecodes.append(Redecode(0.0, round(len(audio[i]) / SAMPLE_RATE, 3),
+                                            f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
+                                            [t for t in again.tokens if t < self.eot] if keep else []))
+                r.main_calls += again.stats.main_calls
+                if keep:
+                    generated[i], best = again, candidate
+                    r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
+                if not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
+                    break
 
-    def _beam(self, features, encoded, language: str | None) -> Generated:
-        """One piece decoded by transformers' beam search (main model), as podscribe's loop returns it."""
+    def _again(self, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
+        """One piece decoded by transformers' generate (main model; beam search or seeded sampling), as
+        podscribe's loop returns it."""
         from .reference import hf_generate
 
-        ((tokens, segments, (calls, _)),) = hf_generate(self.models.main, features, [language], True, None, encoded,
-                                                        self.options.task, self.context or None,
-                                                        num_beams=self.options.fallback_beams)
+        cuda = [features.device.index or 0] if features.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # seeded here, the caller's random state untouched
+            torch.manual_seed(recover.SEED)
+            ((_, segments, (calls, _)),) = hf_generate(self.models.main, features, [language], True, None, encoded,
+                                                       self.options.task, self.context or None, beams, temperature,
+                                                       recover.MAX_NEW_TOKENS)
         segs = [{"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(t) for t in seg["tokens"]]}
                 for seg in segments or []]
         ids = [t for seg in segs for t in seg["tokens"]]

@@ -1,0 +1,117 @@
+"""Second chances on real weights (pipeline/decode/recover.py): speech greedy Whisper drops comes back,
+a looping piece is decoded again, and both give the same tokens with and without an assistant.
+
+The constructions are found, not designed: `base` decodes a loud sentence followed 0.3 s later by a
+second speaker 20 dB quieter (a caller on a weak line) as the first sentence alone; tiny.en loops on
+27 s of speech under white noise at -8 dB SNR. Each test first checks that the construction still
+fails without the second chance, so it cannot pass by the failure going away.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+from helpers import with_assistant, write_wav
+
+from pipeline import audio
+from pipeline.decode import DecodeOptions, Transcriber
+from pipeline.models.load import quantized_self_draft
+from pipeline.runner import JobOptions, run
+
+SR = audio.SAMPLE_RATE
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z']+", text.lower())
+
+
+def _recall(reference: str, hypothesis: str) -> float:
+    heard = set(_words(hypothesis))
+    ref = _words(reference)
+    return sum(w in heard for w in ref) / len(ref)
+
+
+@pytest.fixture(scope="module")
+def quiet_caller(clips):
+    """A loud sentence, 0.3 s, a second voice 20 dB quieter, 2 s of silence: (samples, first, second, second's span)."""
+    by_name = {c.path.name: c for c in clips}
+    first, second = by_name["2412-153948-0000.flac"], by_name["1089-134691-0000.flac"]
+    a, b = audio.decode(first.path), audio.decode(second.path) * 0.1
+    gap = np.zeros(int(0.3 * SR), np.float32)
+    x = np.concatenate([a, gap, b, np.zeros(2 * SR, np.float32)]).astype(np.float32)
+    start = (len(a) + len(gap)) / SR
+    return x, first.text, second.text, (start, start + len(b) / SR)
+
+
+@pytest.fixture(scope="module")
+def noisy_loop(english_human):
+    """The first English clips joined (0.5 s apart) up to 28 s, under white noise at -8 dB SNR."""
+    parts, texts = [], []
+    for clip in sorted(english_human, key=lambda c: c.raw["audio"]):
+        samples = audio.decode(clip.path)
+        if sum(map(len, parts)) + len(samples) > 28 * SR:
+            break
+        parts += [samples, np.zeros(SR // 2, np.float32)]
+        texts.append(clip.text)
+    x = np.concatenate(parts)
+    power = np.mean(x[np.abs(x) > 1e-4] ** 2)
+    noise = np.random.default_rng(0).standard_normal(len(x))
+    noise *= np.sqrt(power / 10 ** (-8 / 10) / np.mean(noise**2))
+    return (x + noise).astype(np.float32), " ".join(texts)
+
+
+def test_a_quiet_second_voice_dropped_by_greedy_is_recovered_and_recorded(base_models, quiet_caller, tmp_path):
+    samples, first, second, (lo, hi) = quiet_caller
+    path = write_wav(tmp_path / "caller.wav", samples)
+    runs = {}
+    for name, coverage in (("greedy", False), ("covered", True)):
+        out = tmp_path / name
+        options = JobOptions(out_dir=out, progress=False, decode=DecodeOptions(language="en", coverage=coverage))
+        assert run([str(path)], options, models=base_models).done == 1
+        runs[name] = (ds.dataset(out / "segments").to_table().to_pylist(), ds.dataset(out / "pieces").to_table().to_pylist())
+    greedy_text = " ".join(s["text"] for s in runs["greedy"][0])
+    assert _recall(first, greedy_text) > 0.9 and _recall(second, greedy_text) < 0.4  # the construction still fails
+    segments, pieces = runs["covered"]
+    text = " ".join(s["text"] for s in segments)
+    assert _recall(first, text) > 0.9 and _recall(second, text) > 0.8
+    assert any(s["start_s"] >= lo - 0.5 and s["end_s"] <= hi + 0.5 and _recall(s["text"], second) > 0.8 for s in segments)
+    (piece,) = pieces
+    (redecode,) = [d for d in piece["redecodes"] if d["tokens"]]
+    assert redecode["reason"] == "uncovered speech"
+    assert lo - 1.0 <= piece["start_s"] + redecode["start_s"] and piece["start_s"] + redecode["end_s"] <= hi + 1.0
+    assert not runs["greedy"][1][0]["redecodes"]
+
+
+def test_a_looping_piece_is_decoded_again_and_keeps_its_words(tiny_en_models, noisy_loop):
+    samples, reference = noisy_loop
+    (greedy,) = Transcriber(tiny_en_models, DecodeOptions(fallback_beams=0, coverage=False)).transcribe([samples])
+    assert greedy.compression_ratio > 2.4  # the construction still loops
+    (kept,) = Transcriber(tiny_en_models, DecodeOptions(coverage=False)).transcribe([samples])
+    assert kept.compression_ratio <= 2.4
+    attempts = [d for d in kept.redecodes if d.reason.startswith("fallback: compression ratio")]
+    assert attempts and attempts[0].reason.startswith(f"fallback: compression ratio {greedy.compression_ratio:.2f}; beam 5")
+    assert [t for t in kept.tokens if t < tiny_en_models.main.generation_config.eos_token_id] == \
+        [d for d in attempts if d.tokens][-1].tokens  # the last better attempt is what the piece holds
+    greedy_text, kept_text = (" ".join(s.text for s in r.segments) for r in (greedy, kept))
+    assert _recall(reference, kept_text) > _recall(reference, greedy_text)  # more of the speech, not less
+    assert len(set(_words(kept_text))) > len(set(_words(greedy_text)))
+
+
+def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
+        tiny_en_models, base_models, base_self_int8, quiet_caller, noisy_loop):
+    pairs = [(base_models, base_self_int8, [quiet_caller[0]]),
+             (tiny_en_models, with_assistant(tiny_en_models, quantized_self_draft(tiny_en_models.main), "self-int8"),
+              [noisy_loop[0], quiet_caller[0]])]
+    for plain_models, speculative_models, pieces in pairs:
+        plain = Transcriber(plain_models, DecodeOptions(language="en"), use_assistant=False).transcribe(pieces)
+        speculative = Transcriber(speculative_models, DecodeOptions(language="en", batch_size=2)).transcribe(pieces)
+        assert sum(r.drafted for r in speculative) > 0 and sum(r.drafted for r in plain) == 0
+        assert any(r.redecodes for r in plain)
+        for p, s in zip(plain, speculative):
+            assert p.tokens == s.tokens
+            assert [(d.start_s, d.end_s, d.reason, d.tokens) for d in p.redecodes] == \
+                [(d.start_s, d.end_s, d.reason, d.tokens) for d in s.redecodes]
+            assert [(g.start_s, g.end_s, g.text) for g in p.segments] == [(g.start_s, g.end_s, g.text) for g in s.segments]
