@@ -66,7 +66,8 @@ def episode_files(longform: Path, names: list[str]) -> dict[str, Path]:
 # -- podscribe -----------------------------------------------------------------------
 
 
-def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None, second_chances: bool = True) -> dict:
+def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None, second_chances: bool = True,
+                  cut=None) -> dict:
     import pyarrow.dataset as ds
 
     from pipeline.decode import DecodeOptions
@@ -77,7 +78,7 @@ def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None, s
     shutil.rmtree(job_dir, ignore_errors=True)
     decode = DecodeOptions(language=language) if second_chances else \
         DecodeOptions(language=language, coverage=False, fallback_beams=0)
-    options = JobOptions(out_dir=job_dir, model="base", decode=decode, progress=False)
+    options = JobOptions(out_dir=job_dir, model="base", decode=decode, progress=False, **({"cut": cut} if cut else {}))
     models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
                          options.cache_dir)
     start = time.perf_counter()
@@ -203,6 +204,8 @@ def main() -> None:
     parser.add_argument("--episodes", default=",".join(EPISODES), help="comma-separated episode names")
     parser.add_argument("--skip-fw", action="store_true", help="podscribe only")
     parser.add_argument("--skip-podscribe", action="store_true", help="faster-whisper only")
+    parser.add_argument("--cut-variant", default=None,
+                        help='also run podscribe with other CutOptions, as JSON: \'{"at_pauses": true}\'')
     parser.add_argument("--first-pass", action="store_true",
                         help="also run podscribe without its second chances (no coverage check, no fallback)")
     parser.add_argument("--language", default=None, help="force a language (default: detected, as a user runs it)")
@@ -236,6 +239,13 @@ def main() -> None:
             print("podscribe base (defaults) ...", flush=True)
             results["podscribe base"] = run_podscribe(files, job_dir, args.language)
             results["podscribe base"]["load_avg_after"] = os.getloadavg()
+            if args.cut_variant:
+                from pipeline.audio import CutOptions
+
+                variant = CutOptions(**json.loads(args.cut_variant))
+                print(f"podscribe base, {variant} ...", flush=True)
+                results["podscribe cut"] = run_podscribe(files, tmp / "job-cut", args.language, cut=variant)
+                results["podscribe cut"]["load_avg_after"] = os.getloadavg()
             if args.first_pass:
                 print("podscribe base, first pass only ...", flush=True)
                 results["podscribe 1st pass"] = run_podscribe(files, tmp / "job-first-pass", args.language, False)

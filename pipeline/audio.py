@@ -28,6 +28,7 @@ class CutOptions:
     max_s: float = 30.0
     silence_db: float = -40.0  # frames this far below the piece's loudest are silence
     min_silence_s: float = 0.3
+    at_pauses: bool = False  # cut in the latest pause the VAD hears in [min_s, max_s] (energy only as a fallback)
 
     def __post_init__(self):
         if not 0 < self.min_s <= self.max_s <= 30.0:
@@ -245,15 +246,29 @@ def choose_cut(samples: np.ndarray, opts: CutOptions) -> int:
     return (lo + best) * FRAME + FRAME // 2
 
 
-def cut(blocks: Iterator[np.ndarray], opts: CutOptions) -> Iterator[Piece]:
-    """Cut a stream of blocks into pieces; the last piece holds whatever remains."""
+def pause_cut(samples: np.ndarray, opts: CutOptions, speech: list[tuple[float, float]]) -> int | None:
+    """Sample index in [min_s, max_s] where to cut: the middle of the latest pause between ``speech``
+    spans (seconds) there — the longest pieces Whisper gets, never a cut inside speech. None when the
+    window holds no such pause."""
+    lo, hi = opts.min_s, min(opts.max_s, len(samples) / SAMPLE_RATE)
+    bounds = [0.0, *(t for span in speech for t in span), hi]
+    pauses = [(a, b) for a, b in zip(bounds[::2], bounds[1::2]) if b - a >= opts.min_silence_s]
+    middles = [(a + b) / 2 for a, b in pauses if lo <= (a + b) / 2 <= hi]
+    return int(max(middles) * SAMPLE_RATE) if middles else None
+
+
+def cut(blocks: Iterator[np.ndarray], opts: CutOptions, voice=None) -> Iterator[Piece]:
+    """Cut a stream of blocks into pieces; the last piece holds whatever remains. ``voice``: a function
+    giving the speech spans (seconds) of a window, for ``opts.at_pauses``."""
     max_n = int(opts.max_s * SAMPLE_RATE)
     buf = np.zeros(0, np.float32)
     offset, index = 0, 0
     for block in blocks:
         buf = np.concatenate([buf, block])
         while len(buf) > max_n:
-            at = choose_cut(buf, opts)
+            at = pause_cut(buf[:max_n], opts, voice(buf[:max_n])) if opts.at_pauses and voice else None
+            if at is None:
+                at = choose_cut(buf, opts)
             yield Piece(index, offset, buf[:at].copy())
             buf, offset, index = buf[at:], offset + at, index + 1
     if len(buf):
@@ -261,5 +276,5 @@ def cut(blocks: Iterator[np.ndarray], opts: CutOptions) -> Iterator[Piece]:
 
 
 def pieces(path: Path, opts: CutOptions = CutOptions(), expected_s: float | None = None,
-           warnings: list[str] | None = None) -> Iterator[Piece]:
-    return cut(stream(path, expected_s, warnings), opts)
+           warnings: list[str] | None = None, voice=None) -> Iterator[Piece]:
+    return cut(stream(path, expected_s, warnings), opts, voice)

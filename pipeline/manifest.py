@@ -359,13 +359,24 @@ class JobDir:
             raise DamagedState(f"{path} is damaged (not a job record: {type(record).__name__})")
         return record
 
-    def check_config(self, config: dict, speed_only: tuple[str, ...] = (), old: dict | None = None) -> None:
+    def check_config(self, config: dict, speed_only: tuple[str, ...] = (), old: dict | None = None,
+                     added: dict[str, object] | None = None) -> None:
         """Refuse to go on with a job dir made under another configuration, naming what changed.
 
-        Keys in ``speed_only`` (dotted paths) change how fast, never what: a change there is allowed."""
+        Keys in ``speed_only`` (dotted paths) change how fast, never what: a change there is allowed.
+        ``added``: options newer than some job dirs, with the value that reproduces what older versions
+        did; a job dir without the key counts as having that value (so it resumes with that setting)."""
         if old is None or old.get("config_hash") == self.config_hash(config):
             return
-        changes = [c for c in _diff(old.get("config", {}), config) if c.split(":")[0] not in speed_only]
+        before = json.loads(json.dumps(old.get("config", {})))
+        for dotted, value in (added or {}).items():
+            *parents, leaf = dotted.split(".")
+            node = before
+            for key in parents:
+                node = node.setdefault(key, {}) if isinstance(node, dict) else {}
+            if isinstance(node, dict):
+                node.setdefault(leaf, value)
+        changes = [c for c in _diff(before, config) if c.split(":")[0] not in speed_only]
         if not changes:
             return
         raise ConfigChanged(f"{self.root} was made with another configuration ({'; '.join(changes)}). "

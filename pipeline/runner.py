@@ -19,6 +19,7 @@ Built to survive the night:
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import logging
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import audio
+from . import audio, vad
 from .audio import AudioError, CutOptions, Piece
 from .decode import DecodeOptions, PieceResult, RawSegment, Transcriber
 from .decode.recover import Redecode
@@ -215,7 +216,8 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
     queue: deque[list] = deque()  # [piece, result or None] in piece order
     batch: list[list] = []
     lock = _LanguageLock(ctx.transcriber, persisted)
-    for piece, last in _with_last(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings)):
+    voice = functools.partial(vad.speech_spans, opts=vad.VadOptions(threshold=ctx.transcriber.options.vad_threshold))
+    for piece, last in _with_last(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings, voice)):
         known = persisted.get(piece.index)
         if known is not None and known["start_sample"] == piece.start_sample and known["n_samples"] == piece.n_samples:
             piece.samples = None
@@ -418,6 +420,10 @@ def job_config(options: JobOptions, models: Models) -> dict:
 # the batch size may change between runs of a job: resume a night's job with --assistant auto, or smaller batches.
 SPEED_ONLY = ("models.assistant", "decode.batch_size", "threads")
 
+# Options added after job dirs were made, with the value that does what older versions did: a job dir made
+# before the second chances resumes with `--no-coverage --fallback-beams 0` (the refusal names them).
+ADDED = {"decode.coverage": False, "decode.coverage_gap_s": 1.0, "decode.fallback_beams": 0, "cut.at_pauses": False}
+
 
 def output_hash(config: dict) -> str:
     """The hash of what decides the tokens (SPEED_ONLY left out), kept in every files row: it checks
@@ -440,7 +446,7 @@ def _check_config(job: JobDir, config: dict, rows: list[dict]) -> None:
     except DamagedState as exc:
         old, why = None, str(exc)
     if old is not None:
-        job.check_config(config, SPEED_ONLY, old)
+        job.check_config(config, SPEED_ONLY, old, ADDED)
         return
     if not rows:
         return

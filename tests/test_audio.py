@@ -136,3 +136,15 @@ def test_bad_inputs_raise_readable_errors(tmp_path, clips):
     ffmpeg("-f", "lavfi", "-i", "color=c=black:s=64x64:r=5:d=2", "-c:v", "libx264", str(video_only))
     with pytest.raises(AudioError, match="no audio stream"):
         audio.probe(video_only)
+
+
+def test_pause_cut_takes_the_latest_pause_in_the_window_and_never_cuts_speech():
+    from pipeline.audio import CutOptions, pause_cut
+
+    opts = CutOptions(min_s=15.0, max_s=30.0, at_pauses=True)
+    window = np.zeros(30 * audio.SAMPLE_RATE, np.float32)
+    speech = [(0.5, 12.0), (13.0, 21.0), (22.0, 27.6), (28.4, 30.0)]
+    assert pause_cut(window, opts, speech) == 28 * audio.SAMPLE_RATE  # 27.6-28.4: the latest, not the longest
+    assert pause_cut(window, opts, [(0.5, 12.0), (13.0, 30.0)]) is None  # the only pause is before min_s
+    assert pause_cut(window, opts, [(0.5, 29.9)]) is None  # one long span: the caller falls back to energy
+    assert pause_cut(window, opts, [(0.5, 16.0), (16.1, 30.0)]) is None  # 0.1 s is no pause (min_silence_s)

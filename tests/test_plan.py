@@ -95,3 +95,26 @@ def test_the_cli_and_the_job_dir_import_without_fcntl():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr
+
+
+def test_a_job_made_before_an_option_existed_resumes_with_the_old_behaviour_and_names_it_otherwise(tmp_path):
+    from dataclasses import asdict
+
+    import pytest
+
+    from pipeline.decode import DecodeOptions
+    from pipeline.errors import ConfigChanged
+    from pipeline.manifest import JobDir
+    from pipeline.runner import ADDED, SPEED_ONLY
+
+    job = JobDir(tmp_path / "job")
+    old = {"decode": {k: v for k, v in asdict(DecodeOptions()).items()
+                      if f"decode.{k}" not in ADDED}, "cut": {"min_s": 15.0}}
+    job.write_job(old, [])
+    recorded = job.read_job()
+    as_before = {"decode": asdict(DecodeOptions(coverage=False, fallback_beams=0)), "cut": {"min_s": 15.0}}
+    job.check_config(as_before, SPEED_ONLY, recorded, ADDED)  # the old behaviour: goes on
+    with pytest.raises(ConfigChanged, match=r"decode\.coverage: False -> True.*decode\.fallback_beams: 0 -> 5"):
+        job.check_config({"decode": asdict(DecodeOptions()), "cut": {"min_s": 15.0}}, SPEED_ONLY, recorded, ADDED)
+    with pytest.raises(ConfigChanged, match="min_s"):
+        job.check_config({**as_before, "cut": {"min_s": 20.0}}, SPEED_ONLY, recorded, ADDED)
