@@ -3,10 +3,11 @@
     .venv/bin/python bench/bench_longform.py [--episodes dev01_garden,dev03_jazz] [--skip-fw] [--first-pass]
                                              [--out results.json] [--job-dir DIR] [--longform ../shared/longform]
 
-Episodes: the long-form development set in ../shared/longform (three synthetic podcast episodes with
-sample-accurate references; override with --longform or $PODSCRIBE_LONGFORM_DIR), scored with its own
-score.py (WER, S/D/I, sentences without a hypothesis, words in music/silence, start-time error, border
-duplicates).
+Episodes: every <name>.ref.json in the long-form folder, or those named in --episodes. The folder is
+../shared/longform by default (three synthetic podcast episodes with sample-accurate references; override
+with --longform or $PODSCRIBE_LONGFORM_DIR, e.g. with a held-out set from bench/make_speech_episodes.py),
+scored with its own score.py (WER, S/D/I, sentences without a hypothesis, words in music/silence,
+start-time error, border duplicates).
 
 Configurations (all on this machine's CPU, one after the other, models loaded before the clock starts):
   podscribe          `pipeline.runner.run` with default `JobOptions` and model `base`, exactly what
@@ -40,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.models import registry  # noqa: E402
 
-EPISODES = ("dev01_garden", "dev02_council", "dev03_jazz")
 FW_DEFAULT_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
@@ -50,6 +50,11 @@ def load_scorer(longform: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def discover_episodes(longform: Path) -> list[str]:
+    """The default episode list: the name of every <name>.ref.json in the folder, sorted."""
+    return sorted(p.name[: -len(".ref.json")] for p in longform.glob("*.ref.json"))
 
 
 def episode_files(longform: Path, names: list[str]) -> dict[str, Path]:
@@ -201,7 +206,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--longform", type=Path,
                         default=Path(os.environ.get("PODSCRIBE_LONGFORM_DIR", "../shared/longform")))
-    parser.add_argument("--episodes", default=",".join(EPISODES), help="comma-separated episode names")
+    parser.add_argument("--episodes", default=None,
+                        help="comma-separated episode names (default: every <name>.ref.json in --longform)")
     parser.add_argument("--skip-fw", action="store_true", help="podscribe only")
     parser.add_argument("--skip-podscribe", action="store_true", help="faster-whisper only")
     parser.add_argument("--cut-variant", default=None,
@@ -226,7 +232,7 @@ def main() -> None:
     if not (longform / "score.py").is_file():
         sys.exit(f"no long-form set at {longform} (score.py missing); pass --longform")
     scorer = load_scorer(longform)
-    names = [n.strip() for n in args.episodes.split(",") if n.strip()]
+    names = [n.strip() for n in args.episodes.split(",") if n.strip()] if args.episodes else discover_episodes(longform)
     files = episode_files(longform, names)
     audio_s = sum(json.loads((longform / f"{n}.ref.json").read_text())["duration"] for n in names)
     print(f"episodes: {', '.join(names)} ({audio_s / 60:.1f} min); CPU threads: {os.cpu_count()}", flush=True)
