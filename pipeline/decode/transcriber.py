@@ -19,9 +19,11 @@ transformers' ``generate`` gives with the main model alone. Per batch:
    the same with a looping text (compression ratio > 2.4) drops music that
    the model "transcribes" as a repeated phrase;
 5. second chances (``recover.py``): a piece that fails Whisper's checks (loops, or
-   log-prob < -1) is decoded again with beam search and the better result kept; voice
-   the text does not cover is decoded again as short clips. Both run the main model's
-   own decoding, so they are the same with and without an assistant.
+   log-prob < -1) is decoded again — beam search, then seeded sampling at rising
+   temperatures — and the best result by Whisper's rule kept (before the no-speech
+   rule, as openai-whisper orders them); voice the text does not cover is decoded
+   again as short clips. The fallback runs the main model alone and the clips go
+   through this same stage, so both are the same with and without an assistant.
 
 Word timings align the text after ``<|startoftranscript|>`` without the prompt, as
 openai-whisper's and faster-whisper's ``find_alignment`` do.
