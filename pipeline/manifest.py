@@ -53,6 +53,8 @@ FILES_SCHEMA = pa.schema([
     ("paths", pa.list_(pa.string())),  # every input path with this content (copies), `path` first
     ("config_hash", pa.string()),  # of the configuration that decides the output (speed-only keys left out)
     ("n_flagged", pa.int32()),  # segments with a flag
+    ("n_redecodes", pa.int32()),  # second chances tried (pieces.redecodes)
+    ("recovered_tokens", pa.int32()),  # text tokens they brought (kept)
 ])
 
 WORD = pa.struct([("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()),

@@ -338,6 +338,8 @@ def _file_row(duration, done, segments: list[Segment], warnings) -> dict:
         "n_pieces": len(done), "n_segments": len(segments), "n_words": sum(len(s.text.split()) for s in segments),
         "main_calls": sum(r.main_calls for _, r in done), "draft_calls": sum(r.draft_calls for _, r in done),
         "drafted": sum(r.drafted for _, r in done), "accepted": sum(r.accepted for _, r in done),
+        "n_redecodes": sum(len(r.redecodes) for _, r in done),
+        "recovered_tokens": sum(len(d.tokens) for _, r in done for d in r.redecodes),
     }
 
 

@@ -25,6 +25,8 @@ class JobStatus:
     in_progress: int = 0  # pending files with persisted pieces
     with_warnings: int = 0
     flagged: dict[str, int] = field(default_factory=dict)  # segments to check, by flag
+    redecodes: int = 0  # second chances tried (pieces.redecodes) in the files done
+    recovered_tokens: int = 0  # text tokens they brought
     audio_done_s: float = 0.0
     audio_left_s: float = 0.0
     wall_s: float = 0.0
@@ -50,6 +52,8 @@ class JobStatus:
             + (f"; {self.with_warnings} done with warnings" if self.with_warnings else ""),
             *([f"to check: {', '.join(f'{n} segments {flag}' for flag, n in sorted(self.flagged.items()))} "
                "(segments.flags)"] if self.flagged else []),
+            *([f"second chances: {self.redecodes} re-decodes brought {self.recovered_tokens} tokens "
+               "(pieces.redecodes)"] if self.redecodes else []),
             f"audio: {self.audio_done_s / 3600:.2f} h done, {self.audio_left_s / 3600:.2f} h left",
             f"throughput: {self.throughput:.1f}x real time; ETA {eta}",
         ]
@@ -96,6 +100,8 @@ def job_status(root: Path) -> JobStatus:
             st.audio_done_s += r["duration_s"] or 0.0
             st.wall_s += r["wall_s"] or 0.0
             st.with_warnings += bool(r["warnings"])
+            st.redecodes += r.get("n_redecodes") or 0
+            st.recovered_tokens += r.get("recovered_tokens") or 0
         else:
             st.failed += 1
             st.failures.append((r["path"], r["error"]))

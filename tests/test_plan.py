@@ -102,19 +102,26 @@ def test_a_job_made_before_an_option_existed_resumes_with_the_old_behaviour_and_
 
     import pytest
 
+    from pipeline.audio import CutOptions
     from pipeline.decode import DecodeOptions
     from pipeline.errors import ConfigChanged
     from pipeline.manifest import JobDir
     from pipeline.runner import ADDED, SPEED_ONLY
 
+    def config(decode: DecodeOptions, cut: CutOptions, before_added: bool = False) -> dict:
+        out = {"decode": asdict(decode), "cut": asdict(cut)}
+        if before_added:
+            for dotted in ADDED:
+                section, key = dotted.split(".")
+                del out[section][key]
+        return out
+
     job = JobDir(tmp_path / "job")
-    old = {"decode": {k: v for k, v in asdict(DecodeOptions()).items()
-                      if f"decode.{k}" not in ADDED}, "cut": {"min_s": 15.0}}
-    job.write_job(old, [])
+    job.write_job(config(DecodeOptions(), CutOptions(), before_added=True), [])
     recorded = job.read_job()
-    as_before = {"decode": asdict(DecodeOptions(coverage=False, fallback_beams=0)), "cut": {"min_s": 15.0}}
-    job.check_config(as_before, SPEED_ONLY, recorded, ADDED)  # the old behaviour: goes on
+    as_before = DecodeOptions(coverage=False, fallback_beams=0)
+    job.check_config(config(as_before, CutOptions()), SPEED_ONLY, recorded, ADDED)  # the old behaviour: goes on
     with pytest.raises(ConfigChanged, match=r"decode\.coverage: False -> True.*decode\.fallback_beams: 0 -> 5"):
-        job.check_config({"decode": asdict(DecodeOptions()), "cut": {"min_s": 15.0}}, SPEED_ONLY, recorded, ADDED)
+        job.check_config(config(DecodeOptions(), CutOptions()), SPEED_ONLY, recorded, ADDED)
     with pytest.raises(ConfigChanged, match="min_s"):
-        job.check_config({**as_before, "cut": {"min_s": 20.0}}, SPEED_ONLY, recorded, ADDED)
+        job.check_config(config(as_before, CutOptions(min_s=20.0)), SPEED_ONLY, recorded, ADDED)

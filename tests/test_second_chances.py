@@ -20,6 +20,7 @@ from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.models.load import quantized_self_draft
 from pipeline.runner import JobOptions, run
+from pipeline.status import job_status
 
 SR = audio.SAMPLE_RATE
 
@@ -83,6 +84,10 @@ def test_a_quiet_second_voice_dropped_by_greedy_is_recovered_and_recorded(base_m
     assert redecode["reason"] == "uncovered speech"
     assert lo - 1.0 <= piece["start_s"] + redecode["start_s"] and piece["start_s"] + redecode["end_s"] <= hi + 1.0
     assert not runs["greedy"][1][0]["redecodes"]
+    (row,) = ds.dataset(tmp_path / "covered" / "files").to_table().to_pylist()
+    assert row["n_redecodes"] == len(piece["redecodes"]) and row["recovered_tokens"] == len(redecode["tokens"])
+    assert f"second chances: {row['n_redecodes']} re-decodes brought {row['recovered_tokens']} tokens" in \
+        job_status(tmp_path / "covered").render()
 
 
 def test_a_looping_piece_is_decoded_again_and_keeps_its_words(tiny_en_models, noisy_loop):
