@@ -14,6 +14,7 @@ Configurations (all on this machine's CPU, one after the other, models loaded be
                      `podscribe transcribe <episodes> --model base` does (plain batched greedy, VAD gate,
                      language detected per piece, second chances on: coverage check, beam fallback);
   podscribe 1st pass (--first-pass) the same without the second chances, to show what they cost and buy;
+  podscribe cut      (--cut-variant JSON) the defaults with other CutOptions, e.g. '{"at_pauses": true}';
   fw greedy          faster-whisper on podscribe's offline `base` (the CTranslate2 model.bin from its two
                      wheels, assembled into a temp dir): int8, beam 1, vad_filter=True, temperature=0
                      (no fallback), everything else faster-whisper's default;
