@@ -146,8 +146,8 @@ def job_options(flags_default_none: bool):
                           "stops early (default on; needs the VAD)."),
         click.option("--fallback-beams", type=click.IntRange(0, 16), default=None,
                      help=f"Pieces failing Whisper's checks (looping text, log-prob below the threshold) are decoded "
-                          f"again with beam search of this width, the better result kept (default "
-                          f"{DecodeOptions.fallback_beams}; 0: never)."),
+                          f"again: beam search of this width, then seeded sampling at temperatures 0.2-1.0, the best "
+                          f"result kept (default {DecodeOptions.fallback_beams}; 0: never)."),
         click.option("--no-speech-threshold", type=float, default=None,
                      help=f"Whisper's no-speech rule (default {DecodeOptions.no_speech_threshold})."),
         click.option("--logprob-threshold", type=float, default=None,

@@ -216,7 +216,8 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
     queue: deque[list] = deque()  # [piece, result or None] in piece order
     batch: list[list] = []
     lock = _LanguageLock(ctx.transcriber, persisted)
-    voice = functools.partial(vad.speech_spans, opts=vad.VadOptions(threshold=ctx.transcriber.options.vad_threshold))
+    voice = functools.partial(vad.speech_spans, opts=vad.VadOptions(threshold=ctx.transcriber.options.vad_threshold)) \
+        if ctx.cut.at_pauses else None  # the cutter's VAD runs only when it cuts at pauses
     for piece, last in _with_last(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings, voice)):
         known = persisted.get(piece.index)
         if known is not None and known["start_sample"] == piece.start_sample and known["n_samples"] == piece.n_samples:
