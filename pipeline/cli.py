@@ -19,6 +19,7 @@ from .decode.options import DecodeOptions
 from .export import FORMATS, CueRules
 from .errors import PodscribeError
 from .languages import language_code
+from .runtime import quiet_libraries
 from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
 
 DEFAULT_JOB_DIR = "podscribe-manifests"
@@ -32,7 +33,8 @@ DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "a
             "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold, "threads": None,
             "vad_threshold": DecodeOptions.vad_threshold, "initial_prompt": None, "hotwords": None,
             "languages": None, "language_mode": "piece", "coverage": DecodeOptions.coverage,
-            "fallback_beams": DecodeOptions.fallback_beams}
+            "fallback_beams": DecodeOptions.fallback_beams, "workers": None, "engine": "local", "address": None,
+            "max_attempts": 3}
 # Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
 CUE_FLAGS = {"max_line_chars": ("max_line_chars", click.IntRange(10, 200), "Longest subtitle line, characters."),
              "max_lines": ("max_lines", click.IntRange(1, 2), "Lines per cue."),
@@ -63,15 +65,6 @@ def cue_options(show_default: bool):
 
 def _cue_rules(settings: dict) -> CueRules:
     return CueRules(**{field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()})
-
-
-def _quiet_libraries() -> None:
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()  # "Loading weights" bars: ours are in audio time
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.ao\..*")
-    warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -159,6 +152,18 @@ def job_options(flags_default_none: bool):
                      help="CPU threads for torch (default: torch's own, usually the core count)."),
         click.option("--word-timestamps/--no-word-timestamps", default=None,
                      help="Word start/end/probability in the segments table. Default: on when subtitles are asked for."),
+        click.option("--workers", type=click.IntRange(1, 1024), default=None,
+                     help="Worker processes on this job (local: on this machine, each with its share of the cores "
+                          "or its own GPU, default 1; ray: actors, default one per GPU of the cluster, else one "
+                          "per CPU). Another podscribe "
+                          "started on the same job dir with the same options joins as one more worker."),
+        click.option("--engine", type=click.Choice(["local", "ray"]), default=d("engine"), show_default=show,
+                     help="local: processes on this machine; ray: Ray actors across a cluster (pip install "
+                          "'podscribe[ray]'; the job dir must be on storage every node mounts at the same path)."),
+        click.option("--address", default=None, help="Ray cluster address (--engine ray; default: start Ray here)."),
+        click.option("--max-attempts", type=click.IntRange(1, 100), default=d("max_attempts"), show_default=show,
+                     help="A file whose worker dies this many times in a row (killed, out of memory) without saving "
+                          "a batch becomes a failed row instead of being tried forever."),
         click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
         click.option("--restart", is_flag=True, help="Forget this job dir's results and start over."),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars (for cron)."),
@@ -212,6 +217,8 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
         raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
     if not DEVICE.fullmatch(str(settings["device"])):
         raise click.UsageError(f"--device {settings['device']!r}: choose auto, cpu, cuda or cuda:N")
+    if settings["engine"] not in ("local", "ray"):
+        raise click.UsageError(f"engine {settings['engine']!r}: choose local or ray")
     if settings["dtype"] not in DTYPES:
         raise click.UsageError(f"--dtype {settings['dtype']!r}: choose from {', '.join(DTYPES)}")
     for parent in (out_dir, *out_dir.parents):
@@ -239,7 +246,7 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             cut=CutOptions(min_s=settings["min_piece"], max_s=settings["max_piece"]),
             cache_dir=Path(settings["cache_dir"]) if settings["cache_dir"] else None,
             progress=not flags.get("quiet"), retry_failed=bool(flags.get("retry_failed")),
-            restart=bool(flags.get("restart")))
+            restart=bool(flags.get("restart")), max_attempts=settings["max_attempts"])
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -304,10 +311,15 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
     stopper = Stopper()
     previous = stopper.install()
     try:
-        from .runner import Interrupted, run
+        from . import engines
+        from .runner import Interrupted
 
-        _quiet_libraries()
-        summary = run(inputs, options, stop=stopper.event)
+        quiet_libraries()
+        if settings["engine"] == "ray":
+            summary = engines.run_ray(inputs, options, settings["workers"], settings["address"])
+        else:
+            summary = engines.run_processes(inputs, engines.for_rank(options), settings["workers"] or 1,
+                                            stopper.event)
     except (Interrupted, KeyboardInterrupt):
         click.echo(f"stopped; everything decoded so far is saved in {out_dir}. Rerun the same command to resume.",
                    err=True)
@@ -324,7 +336,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     _report(summary)
-    if summary.done == 0 and summary.already_done == 0:
+    if summary.done == 0 and summary.already_done == 0 and not summary.by_others and not summary.elsewhere:
         sys.exit(errors.EXIT_NO_INPUT_SUCCEEDED)
 
 
@@ -332,7 +344,9 @@ def _report(summary) -> None:
     extra = [f"failed earlier (not retried): {summary.skipped_failed}" if summary.skipped_failed else "",
              f"copies of another input: {summary.copies}" if summary.copies else "",
              f"missing (earlier results kept): {len(summary.missing)}" if summary.missing else "",
-             f"with warnings: {len(summary.warnings)}" if summary.warnings else ""]
+             f"with warnings: {len(summary.warnings)}" if summary.warnings else "",
+             f"finished by other workers: {summary.by_others}" if summary.by_others else "",
+             f"being decoded by other workers: {summary.elsewhere}" if summary.elsewhere else ""]
     click.echo(f"done: {summary.done}, failed: {summary.failed}, already done: {summary.already_done}"
                + "".join(f", {e}" for e in extra if e)
                + f"; {summary.audio_s:.0f} s of audio in {summary.wall_s:.0f} s")
@@ -345,6 +359,8 @@ def _report(summary) -> None:
     click.echo(f"manifests: {summary.out_dir.resolve()}")
     if summary.subtitles:
         click.echo(f"subtitles: {len(summary.subtitles)} files in {summary.subtitles[0].parent.resolve()}")
+    elif summary.subtitles_left:
+        click.echo("subtitles: other workers are still at work; the last one to finish writes them")
 
 
 @main.command()

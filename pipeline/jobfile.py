@@ -22,7 +22,7 @@ KEYS = {
     "compression_ratio_threshold": float, "threads": int, "vad_threshold": float, "initial_prompt": str,
     "hotwords": str, "languages": list, "language_mode": str, "coverage": bool, "fallback_beams": int,
     "max_line_chars": int, "max_lines": int, "max_cps": float, "max_duration": float, "min_duration": float,
-    "pause_split": float,
+    "pause_split": float, "workers": int, "engine": str, "address": str, "max_attempts": int,
 }
 
 

@@ -10,7 +10,9 @@ Layout (documented for users in manifests/README.md)::
                                           finished batches of a file not finished yet (resume)
     <job dir>/fingerprints.json           content id of each input path, by size/mtime/inode (a cache)
     <job dir>/damaged/<table>/...         tables that could not be read, moved aside (never deleted)
-    <job dir>/.lock                       held (flock) by the one runner working on the job
+    <job dir>/.lock                       held (flock) by the worker planning the job (one at a time)
+    <job dir>/workers/<host>-<pid>.lock   held by each live worker (workers.py)
+    <job dir>/claims/<file_id>.lock|.json held by the worker decoding the input; deaths counted
 
 Every table has a fixed schema, so each folder reads as one dataset with
 pyarrow.dataset, pandas or ``datasets.load_dataset("parquet", ...)``.
@@ -27,6 +29,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -55,6 +58,7 @@ FILES_SCHEMA = pa.schema([
     ("n_flagged", pa.int32()),  # segments with a flag
     ("n_redecodes", pa.int32()),  # second chances tried (pieces.redecodes)
     ("recovered_tokens", pa.int32()),  # text tokens they brought (kept)
+    ("worker", pa.string()),  # host:pid of the worker that wrote the row
 ])
 
 WORD = pa.struct([("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()),
@@ -304,25 +308,30 @@ class JobDir:
     # -- one runner at a time -------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self):
-        """Hold the job's lock (flock: the OS drops it when the process dies) for a with-block.
+    def locked(self, wait_s: float | None = None):
+        """Hold the job's preparation lock (flock: the OS drops it when the process dies) for a with-block.
 
+        Planning (inputs, fingerprints, the configuration check, --restart) happens under it, one
+        worker at a time; decoding does not (workers.py). A worker that finds it held waits up to
+        ``wait_s`` (PODSCRIBE_LOCK_WAIT_S, default 600 s) for the holder to finish planning.
         A run that fails before writing anything leaves nothing behind: a job dir it created
         and that holds only the lock is removed again.
         """
+        wait_s = float(os.environ.get("PODSCRIBE_LOCK_WAIT_S", "600")) if wait_s is None else wait_s
         created = not self.root.exists()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
             raise UsageProblem(f"cannot use {self.root} as the job directory: {exc.strerror or exc}") from exc
-        try:
-            _flock(fd)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise JobLocked(f"another podscribe runner (pid {holder}) is working on {self.root}; "
-                            "wait for it to finish or stop it first") from None
+        deadline = time.monotonic() + wait_s
+        while not try_flock(fd):
+            if time.monotonic() >= deadline:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise JobLocked(f"another podscribe worker (pid {holder}) has been preparing {self.root} for "
+                                f"{wait_s:.0f} s and does not finish; is it stopped (SIGSTOP, a hung mount)?")
+            time.sleep(0.1)
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, str(os.getpid()).encode(), 0)
@@ -418,6 +427,10 @@ class JobDir:
     def has_partial(self, file_id: str) -> bool:
         return any((self.root / "partial" / file_id).glob("batch-*.parquet"))
 
+    def persisted_batches(self, file_id: str) -> int:
+        """How many checkpoints an unfinished file has (progress, for counting deaths)."""
+        return sum(1 for _ in (self.root / "partial" / file_id).glob("batch-*.parquet"))
+
     def drop_partial(self, file_id: str) -> None:
         shutil.rmtree(self.root / "partial" / file_id, ignore_errors=True)
 
@@ -427,11 +440,12 @@ class JobDir:
             self.table_path(table, file_id).unlink(missing_ok=True)
         self.drop_partial(file_id)
 
-    def write_file(self, row: dict, segments: list[dict], pieces: list[dict]) -> None:
+    def write_file(self, row: dict, segments: list[dict], pieces: list[dict], keep_partial: bool = False) -> None:
         """Segments and pieces first, the files row last: a files row means its segments are complete.
 
         Empty tables are not written (``datasets`` refuses a Parquet file of zero rows):
         a file without speech has a files row with ``n_segments == 0`` and no segments file.
+        ``keep_partial``: a failed row that keeps the file's checkpoints (a retry resumes from them).
         """
         fid = row["file_id"]
         for table, rows in (("segments", segments), ("pieces", pieces)):
@@ -440,7 +454,8 @@ class JobDir:
             else:
                 self.table_path(table, fid).unlink(missing_ok=True)
         write_table(self.table_path("files", fid), [row], FILES_SCHEMA)
-        self.drop_partial(fid)
+        if not keep_partial:
+            self.drop_partial(fid)
 
     def update_file_row(self, row: dict) -> None:
         """Rewrite a files row's bookkeeping (its paths); its transcript is not touched."""
@@ -450,6 +465,14 @@ class JobDir:
 
     def file_rows(self) -> list[dict]:
         return self.read("files").to_pylist()
+
+    def file_row(self, file_id: str) -> dict | None:
+        """One input's files row as it is on disk now (None: none, or unreadable)."""
+        try:
+            rows = pq.read_table(self.table_path("files", file_id), schema=FILES_SCHEMA).to_pylist()
+        except (OSError, ValueError):
+            return None
+        return rows[0] if rows else None
 
     def read(self, table: str, file_ids: set[str] | None = None) -> pa.Table:
         """All rows of a table (or of some inputs). A file that cannot be read is left out and
@@ -490,18 +513,25 @@ def damage_hint(path: Path, error: str) -> str:
             "to damaged/ and decode that input again, or --restart")
 
 
-def _flock(fd: int) -> None:
+def try_flock(fd: int, shared: bool = False) -> bool:
+    """Take the lock of an open file without waiting; False when another process holds it.
+
+    flock: held per open file, dropped by the OS when the holder closes it or dies."""
     try:
         import fcntl
-    except ImportError:  # Windows: msvcrt's lock is per process too
+    except ImportError:  # Windows: msvcrt's lock is per process too (no shared mode: taken exclusive)
         import msvcrt
 
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError as exc:
-            raise BlockingIOError(str(exc)) from exc
-        return
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:

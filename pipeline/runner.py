@@ -1,10 +1,15 @@
-"""The job runner: inputs → audio → decode → stitch → manifest, one file at a time.
+"""The job runner: inputs → audio → decode → stitch → manifest, one file at a time per worker.
 
 Built to survive the night:
-- one runner per job dir (an OS lock that dies with its process);
+- a run is a worker: it plans under the job's preparation lock (one at a time), then decodes
+  without any job-wide lock, claiming one file at a time (workers.py); a second run of the same
+  job with the same configuration joins as another worker, on this machine or another one that
+  sees the job dir; one with another configuration is refused, the difference named;
+- files are decoded longest first, so one long episode does not run alone at the end of the night;
 - each decoded batch of pieces is persisted atomically before the next one
   starts, so a killed run resumes inside a half-done file, and a finished
   file is consolidated into its tables;
+- a file that kills its workers again and again (counted on disk) becomes a failed row;
 - rerunning skips inputs already done (and failed ones, unless asked to retry);
   a changed configuration is refused unless the job is restarted;
 - an input is its content (a SHA-256 of every byte): copies at several paths are
@@ -19,6 +24,7 @@ Built to survive the night:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import json
@@ -35,7 +41,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import audio, vad
+from . import audio, vad, workers
 from .audio import AudioError, CutOptions, Piece
 from .decode import DecodeOptions, PieceResult, RawSegment, Transcriber
 from .decode.recover import Redecode
@@ -94,6 +100,7 @@ class JobOptions:
     output_dir: Path | None = None  # where they go (default <out_dir>/subtitles)
     cue_rules: CueRules = field(default_factory=CueRules)
     threads: int | None = None  # torch CPU threads (None: torch's default)
+    max_attempts: int = workers.MAX_ATTEMPTS  # worker deaths on one file (no new batch between) before it fails
 
 
 @dataclass
@@ -110,6 +117,18 @@ class JobSummary:
     missing: list[tuple[str, str]] = field(default_factory=list)  # unreadable now; earlier results kept
     warnings: list[tuple[str, str]] = field(default_factory=list)  # done, with something to check
     subtitles: list[Path] = field(default_factory=list)
+    by_others: int = 0  # finished by other workers of the job while this one ran
+    elsewhere: int = 0  # being decoded by other workers when this one ran out of files
+    subtitles_left: bool = False  # other workers still at work: the last one writes the subtitles
+
+    def merge(self, other: JobSummary) -> None:
+        """Add another worker's counts (one summary for `--workers N`)."""
+        for name in ("done", "failed", "audio_s", "by_others"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("already_done", "skipped_failed", "copies"):  # every worker plans the same job: counted once
+            setattr(self, name, max(getattr(self, name), getattr(other, name)))
+        for name in ("failures", "missing", "warnings"):
+            getattr(self, name).extend(x for x in getattr(other, name) if x not in getattr(self, name))
 
 
 def expand_inputs(inputs: list[str]) -> list[InputRef]:
@@ -377,7 +396,8 @@ def _base_row(ctx: FileContext) -> dict:
     d = ctx.transcriber.models.describe()
     return {"file_id": ctx.file_id, "path": str(ctx.path), "paths": ctx.task.paths, "size_bytes": size,
             "mtime": mtime, "model": d["model"], "model_sha256": d["model_sha256"], "assistant": d["assistant"],
-            "runtime": d["runtime"], "finished_at": None, "config_hash": ctx.config_hash}
+            "runtime": d["runtime"], "finished_at": None, "config_hash": ctx.config_hash,
+            "worker": workers.worker_name()}
 
 
 def _run_one(ctx: FileContext, summary: JobSummary) -> None:
@@ -554,6 +574,8 @@ def _probe(task: Task) -> audio.AudioInfo | AudioError:
 
 def run(inputs: list[str], options: JobOptions, models: Models | None = None,
         stop: threading.Event | None = None) -> JobSummary:
+    """Run the job as one worker: plan (under the preparation lock), then decode every file no other
+    worker holds, then write the subtitles if no other worker is still at work."""
     start = time.monotonic()
     stop = stop or threading.Event()
     refs = expand_inputs(inputs)
@@ -562,40 +584,134 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
         import torch
 
         torch.set_num_threads(options.threads)
+    summary = JobSummary(Path(options.out_dir))
+    registration = workers.Registration(job.root)
+    if models is None:  # before the lock: the workers of a launch load their models at the same time
+        models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
+                             options.cache_dir)
     with job.locked():
-        if models is None:
-            models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
-                                 options.cache_dir)
         config = job_config(options, models)
-        if options.restart:
-            job.clear()
-        rows = _readable_rows(job)
-        _check_config(job, config, rows)
-        job.write_job(config, [str(r.path) for r in refs])
-        summary = JobSummary(Path(options.out_dir))
-        todo = _plan(refs, job, rows, options, summary)
+        todo, seen = _prepare(refs, job, config, options, summary, registration)
+        registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
+    with contextlib.ExitStack() as stack:
+        stack.callback(registration.__exit__)
         transcriber = Transcriber(models, options.decode)
-        _decode_all(todo, job, transcriber, options, output_hash(config), stop, summary)
-        if options.subtitles:
+        _decode_all(todo, job, transcriber, options, output_hash(config), stop, summary, seen)
+    if options.subtitles:
+        if workers.live_workers(job.root):
+            summary.subtitles_left = True
+        else:
             summary.subtitles = export_job(options.out_dir, options.subtitles, options.output_dir, options.cue_rules)
     summary.wall_s = time.monotonic() - start
     return summary
 
 
+def _prepare(refs: list[InputRef], job: JobDir, config: dict, options: JobOptions, summary: JobSummary,
+             registration: workers.Registration) -> tuple[list[Task], dict[str, str | None]]:
+    """Planning, under the preparation lock: --restart, the configuration check, job.json, what is left.
+
+    A worker joining a job that other workers are at work on never starts it over (with accelerate every
+    rank passes the same --restart: the first one restarts, the others join) and adds its inputs to the
+    job's. Returns the files to decode and, per file, the ``finished_at`` of its row as planned (a row
+    that changed since was written by another worker)."""
+    others = workers.live_workers(job.root, besides=registration.path)
+    if options.restart:
+        _restart(job, others)
+    rows = _readable_rows(job)
+    _check_config(job, config, rows)
+    inputs = [str(r.path) for r in refs]
+    if others:
+        with contextlib.suppress(DamagedState):
+            earlier = (job.read_job() or {}).get("inputs", [])
+            inputs = list(dict.fromkeys([*earlier, *inputs]))
+    job.write_job(config, inputs)
+    todo = _plan(refs, job, rows, options, summary)
+    return todo, {r["file_id"]: r.get("finished_at") for r in rows}
+
+
+def _restart(job: JobDir, others: list[str]) -> None:
+    if others:
+        log.warning("--restart: %d other worker(s) are at work on %s; joining them instead of starting over",
+                    len(others), job.root)
+        return
+    job.clear()
+    workers.forget_counts(job.root)
+
+
+def restart_job(root: Path, restart: bool) -> None:
+    """--restart for a launch of several workers: done once, before they start (the workers get no --restart)."""
+    if restart:
+        job = JobDir(root)
+        with job.locked():
+            _restart(job, workers.live_workers(job.root))
+
+
 def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options: JobOptions, config_hash: str,
-                stop: threading.Event, summary: JobSummary) -> None:
+                stop: threading.Event, summary: JobSummary, seen: dict[str, str | None]) -> None:
+    """Longest first; each file only under its claim. Files held by other workers are tried again after a
+    pass (their worker may have died), until a pass finds nothing to take."""
     probed = {task.file_id: _probe(task) for task in todo}
     durations = {key: 0.0 if isinstance(info, AudioError) else info.duration_s or 0.0 for key, info in probed.items()}
+    pending = sorted(todo, key=lambda task: -durations[task.file_id])
     with tqdm(total=round(sum(durations.values()) / 3600, 3), unit="h", desc="job", disable=not options.progress,
               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
               position=0) as job_bar:
-        for task in todo:
-            if stop.is_set():  # a stop between files (short files end inside one batch)
-                raise Interrupted()
-            with tqdm(total=round(durations[task.file_id], 1), unit="s", desc=task.refs[0].path.name[:40],
-                      leave=False, disable=not options.progress, position=1,
-                      bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]") as file_bar:
-                ctx = FileContext(task, transcriber, options.cut, job, stop, probed[task.file_id], file_bar,
-                                  options.checkpoint_pieces, config_hash)
-                _run_one(ctx, summary)
-            job_bar.update(round(durations[task.file_id] / 3600, 3))
+        while pending:
+            busy = []
+            for task in pending:
+                if stop.is_set():  # a stop between files (short files end inside one batch)
+                    raise Interrupted()
+                held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
+                if held is None:
+                    busy.append(task)
+                    continue
+                _trace("claimed", task.file_id, -1)
+                try:
+                    _decode_claimed(task, held, job, transcriber, options, config_hash, stop, summary, seen,
+                                    probed[task.file_id], durations[task.file_id])
+                finally:
+                    held.release()
+                job_bar.update(round(durations[task.file_id] / 3600, 3))
+            if len(busy) == len(pending):
+                summary.elsewhere = len(busy)
+                return
+            pending = busy
+
+
+def _decode_claimed(task: Task, held: workers.Claim, job: JobDir, transcriber: Transcriber, options: JobOptions,
+                    config_hash: str, stop: threading.Event, summary: JobSummary, seen: dict[str, str | None],
+                    probed: audio.AudioInfo | AudioError, duration_s: float) -> None:
+    row = job.file_row(task.file_id)
+    if row is not None and (row["status"] == "done" or row.get("finished_at") != seen.get(task.file_id)):
+        summary.by_others += 1  # another worker finished it after this one planned
+        held.finish()
+        return
+    with tqdm(total=round(duration_s, 1), unit="s", desc=task.refs[0].path.name[:40],
+              leave=False, disable=not options.progress, position=1,
+              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]") as file_bar:
+        ctx = FileContext(task, transcriber, options.cut, job, stop, probed, file_bar,
+                          options.checkpoint_pieces, config_hash)
+        if held.deaths >= options.max_attempts:
+            _poisoned(ctx, held.deaths, summary)
+            held.finish()
+            return
+        try:
+            _run_one(ctx, summary)
+        except BaseException:
+            held.give_back()  # the worker lives: a clean stop or a full disk is no death
+            raise
+        held.finish()
+
+
+def _poisoned(ctx: FileContext, deaths: int, summary: JobSummary) -> None:
+    """A file that killed its worker ``deaths`` times in a row: a failed row (its checkpoints are kept, so
+    --retry-failed resumes from them) instead of one more death."""
+    row = _base_row(ctx)
+    row.update(status="failed", finished_at=_now(), decode_mode=ctx.transcriber.mode,
+               error=f"a worker died {deaths} times while decoding this file (killed, out of memory, a crash in a "
+                     "native library?), the last times without saving a batch; rerun with --retry-failed to try "
+                     "again")
+    ctx.job.write_file(row, [], [], keep_partial=True)
+    summary.failed += 1
+    summary.failures.append((str(ctx.path), row["error"]))
+    log.warning("%s: %s", ctx.path, row["error"])

@@ -26,6 +26,19 @@ class Runtime:
         return f"{self.device.type}/{str(self.dtype).removeprefix('torch.')}/{self.attn_implementation}"
 
 
+def quiet_libraries() -> None:
+    """No library chatter on a night's log: transformers' notices and weight-loading bars (ours are in audio
+    time), torch.ao's quantization warnings. Every worker process calls it."""
+    import warnings
+
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.ao\..*")
+    warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
+
+
 def pick_runtime(device: str = "auto", dtype: str = "auto") -> Runtime:
     """``auto``: CUDA with fp16 when a GPU is there, else CPU with fp32 (fp16 on CPU is slow and lossy)."""
     if device == "auto":

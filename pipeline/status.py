@@ -2,15 +2,21 @@
 
 Read-only and never a traceback: a damaged table or job.json is reported with what
 to do about it, and the rest of the job is still counted.
+
+With several workers the wall clock is not the sum of the files' decode times: the job's rate is the
+audio done over the time in which at least one file was being decoded (the union of the files' decode
+intervals), each worker's rate is its audio over its own decode time, and the ETA divides what is left
+by the per-worker rate times the workers alive now.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
-from . import audio
+from . import audio, workers
 from .audio import AudioError
 from .errors import DamagedState
 from .manifest import JobDir, damage_hint, row_paths
@@ -29,22 +35,36 @@ class JobStatus:
     recovered_tokens: int = 0  # text tokens they brought
     audio_done_s: float = 0.0
     audio_left_s: float = 0.0
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # sum of the done files' decode times
+    busy_s: float = 0.0  # wall time in which at least one of them was being decoded
+    per_worker: dict[str, list[float]] = field(default_factory=dict)  # worker -> [audio s, decode s]
+    workers_active: int = 0  # workers alive on the job now
+    files_active: int = 0  # files being decoded now (claims held)
     failures: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # inputs that cannot be read now
     problems: list[str] = field(default_factory=list)  # damaged state, with what to do
 
     @property
     def throughput(self) -> float:
-        """Audio seconds per wall second over the files done."""
+        """Audio seconds per wall second of one worker (over the files done)."""
         return self.audio_done_s / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
+    def job_throughput(self) -> float:
+        """Audio seconds per wall second of the whole job, all workers together."""
+        return self.audio_done_s / self.busy_s if self.busy_s > 0 else 0.0
+
+    @property
     def eta_s(self) -> float | None:
-        return self.audio_left_s / self.throughput if self.throughput > 0 else None
+        rate = self.throughput * max(1, self.workers_active)
+        return self.audio_left_s / rate if rate > 0 else None
 
     def render(self) -> str:
-        eta = f"{self.eta_s / 3600:.2f} h" if self.eta_s is not None else "unknown (nothing done yet)"
+        workers_now = max(1, self.workers_active)
+        eta = (f"{self.eta_s / 3600:.2f} h with {workers_now} worker{'s' * (workers_now > 1)}"
+               if self.eta_s is not None else "unknown (nothing done yet)")
+        rates = ", ".join(f"{name} {audio_s / wall_s:.1f}" for name, (audio_s, wall_s) in sorted(self.per_worker.items())
+                          if wall_s > 0)
         lines = [
             f"job: {self.root}",
             f"files: {self.done} done, {self.failed} failed, {self.pending} pending"
@@ -54,8 +74,10 @@ class JobStatus:
                "(segments.flags)"] if self.flagged else []),
             *([f"second chances: {self.redecodes} re-decodes brought {self.recovered_tokens} tokens "
                "(pieces.redecodes)"] if self.redecodes else []),
+            f"workers: {self.workers_active} at work, decoding {self.files_active} files",
             f"audio: {self.audio_done_s / 3600:.2f} h done, {self.audio_left_s / 3600:.2f} h left",
-            f"throughput: {self.throughput:.1f}x real time; ETA {eta}",
+            f"throughput: {self.job_throughput:.1f} audio h per wall h for the job ({self.throughput:.1f}x real time "
+            f"per worker{': ' + rates if len(self.per_worker) > 1 else ''}); ETA {eta}",
         ]
         if self.failures:
             lines.append("failed:")
@@ -67,6 +89,23 @@ class JobStatus:
             lines.append("problems:")
             lines += [f"  {p}" for p in self.problems]
         return "\n".join(lines)
+
+
+def busy_seconds(rows: list[dict]) -> float:
+    """The length of the union of the rows' decode intervals [finished_at - wall_s, finished_at]."""
+    spans = []
+    for r in rows:
+        try:
+            end = datetime.fromisoformat(r["finished_at"]).timestamp()
+        except (TypeError, ValueError):
+            continue
+        spans.append((end - (r["wall_s"] or 0.0), end))
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def _shown(path: str) -> str:
@@ -99,6 +138,9 @@ def job_status(root: Path) -> JobStatus:
             st.done += 1
             st.audio_done_s += r["duration_s"] or 0.0
             st.wall_s += r["wall_s"] or 0.0
+            mine = st.per_worker.setdefault(r.get("worker") or "?", [0.0, 0.0])
+            mine[0] += r["duration_s"] or 0.0
+            mine[1] += r["wall_s"] or 0.0
             st.with_warnings += bool(r["warnings"])
             st.redecodes += r.get("n_redecodes") or 0
             st.recovered_tokens += r.get("recovered_tokens") or 0
@@ -124,6 +166,9 @@ def job_status(root: Path) -> JobStatus:
         except AudioError:
             pass
     st.pending += len(pending)
+    st.busy_s = busy_seconds([r for r in rows.values() if r["status"] == "done"])
+    st.workers_active = len(workers.live_workers(root))
+    st.files_active = len(workers.held_claims(root))
     done_ids = {fid for fid, r in rows.items() if r["status"] == "done" and r.get("n_flagged")}
     if done_ids:
         for flags in job.read("segments", done_ids).column("flags").to_pylist():

@@ -1,0 +1,208 @@
+"""How worker processes are started and placed: N processes on this machine, the ranks of an
+`accelerate launch` (or torchrun), or Ray actors across machines.
+
+An engine only starts workers: each one runs the same `runner.run` (plan, claim a file, decode, write),
+and the job directory is the only thing they share. No collectives, no gather: a worker that dies
+loses nothing persisted, and the others (or a rerun) take its file again.
+
+`--restart` is done once, by the process that starts the workers, before any of them starts: a worker
+restarted by its engine (Ray restarts dead actors) must never start the job over.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from .export import export_job
+from .errors import PodscribeError, UsageProblem
+from .runtime import quiet_libraries
+from .runner import Interrupted, JobOptions, JobSummary, restart_job, run
+
+log = logging.getLogger("podscribe")
+
+
+def for_rank(options: JobOptions) -> JobOptions:
+    """Under `accelerate launch` / torchrun (LOCAL_RANK is set): this rank's GPU, bars only on local rank 0.
+    Every rank is a worker of the same job; nothing else is needed from the launcher."""
+    local = os.environ.get("LOCAL_RANK")
+    if local is None:
+        return options
+    rank = int(local)
+    device = options.device
+    if device in ("auto", "cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            device = f"cuda:{rank % torch.cuda.device_count()}"
+    return replace(options, device=device, progress=options.progress and rank == 0)
+
+
+# -- N processes on this machine ---------------------------------------------------------------
+
+
+def _threads_each(options: JobOptions, n: int) -> int | None:
+    """CPU threads per worker: the cores shared out (N workers each using every core thrash)."""
+    if options.threads:
+        return options.threads
+    return max(1, (os.cpu_count() or 1) // n)
+
+
+def _device_of(options: JobOptions, index: int) -> str:
+    if options.device not in ("auto", "cuda"):
+        return options.device
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        return f"cuda:{index % torch.cuda.device_count()}"
+    return options.device
+
+
+def _child(inputs: list[str], options: JobOptions, results) -> None:
+    """A spawned worker: Ctrl-C and SIGTERM stop it after the batch in hand, like the parent."""
+    stop = threading.Event()
+
+    def handler(_signum, _frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(message)s")
+    quiet_libraries()
+    try:
+        results.put(run(inputs, options, stop=stop))
+    except (Interrupted, KeyboardInterrupt):
+        results.put(None)
+
+
+def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threading.Event) -> JobSummary:
+    """`--workers N`: this process and N-1 spawned ones run the worker loop on the same job dir. A worker
+    that dies is not waited for: its file is taken again by a last pass of this process."""
+    if n <= 1:
+        return run(inputs, options, stop=stop)
+    start = time.monotonic()
+    restart_job(Path(options.out_dir), options.restart)
+    threads = _threads_each(options, n)
+    spawn = multiprocessing.get_context("spawn")
+    results = spawn.Queue()
+    children = []
+    for i in range(1, n):
+        child_options = replace(options, restart=False, progress=False, subtitles=[], threads=threads,
+                                device=_device_of(options, i))
+        proc = spawn.Process(target=_child, args=(inputs, child_options, results), daemon=False)
+        proc.start()
+        children.append(proc)
+
+    def forward() -> None:  # SIGTERM reaches this process only (systemd, docker): pass the stop on
+        stop.wait()
+        for proc in children:
+            if proc.is_alive():
+                os.kill(proc.pid, signal.SIGTERM)
+
+    threading.Thread(target=forward, daemon=True).start()
+    own = replace(options, restart=False, threads=threads, device=_device_of(options, 0))
+    try:
+        summary = run(inputs, replace(own, subtitles=[]), stop=stop)
+    finally:
+        for proc in children:
+            proc.join()
+    died = [proc for proc in children if proc.exitcode not in (0, None)]
+    for proc in children:
+        while not results.empty():
+            other = results.get()
+            if other is not None:
+                summary.merge(other)
+    if stop.is_set():
+        raise Interrupted()
+    for proc in died:
+        log.warning("worker %d died (exit code %s); its file is taken again", proc.pid, proc.exitcode)
+    planned = (summary.already_done, summary.skipped_failed)
+    last = run(inputs, own, stop=stop)  # what dead workers left, and the subtitles once all are done
+    summary.merge(last)
+    summary.already_done, summary.skipped_failed = planned  # the last pass sees this run's own rows as earlier
+    summary.subtitles, summary.subtitles_left = last.subtitles, last.subtitles_left
+    summary.by_others = summary.elsewhere = 0
+    summary.wall_s = time.monotonic() - start
+    return summary
+
+
+# -- Ray ---------------------------------------------------------------------------------------
+
+
+class RayWorker:
+    """One Ray actor: the models are loaded once inside it (its arguments are paths and options, never
+    models), then it runs the worker loop on the job dir, which must be on storage it can see."""
+
+    def __init__(self, inputs: list[str], options: JobOptions, marker: str):
+        self.inputs, self.options, self.marker = inputs, options, marker
+
+    def run(self) -> JobSummary:
+        if not (Path(self.options.out_dir) / self.marker).exists():
+            raise UsageProblem(f"the job dir {self.options.out_dir} is not reachable from the Ray worker on "
+                               f"{socket.gethostname()}: put it on storage every node mounts at the same path "
+                               "(NFSv4, CephFS; POSIX rename and flock are needed, an object store will not do)")
+        quiet_libraries()
+        return run(self.inputs, self.options, stop=threading.Event())
+
+
+def run_ray(inputs: list[str], options: JobOptions, n: int | None, address: str | None,
+            cpus_per_worker: float = 1.0) -> JobSummary:
+    """`--engine ray`: one actor per GPU of the cluster (or N actors of ``cpus_per_worker`` CPUs), each a
+    worker of the job. A dead actor is restarted and its loop run again at most ``max_attempts`` times (Ray's
+    defaults retry forever: one bad file must not become an endless loop); a file that keeps killing actors
+    ends as a failed row through the job dir's own death count."""
+    try:
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+    except ImportError as exc:
+        raise UsageProblem("--engine ray needs Ray: pip install 'podscribe[ray]'") from exc
+    out_dir = Path(options.out_dir).absolute()
+    inputs = [str(Path(x).expanduser().absolute()) for x in inputs]  # actors run in other folders
+    restart_job(out_dir, options.restart)
+    marker = f".reach-{uuid.uuid4().hex[:12]}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / marker).write_text(socket.gethostname())
+    local = address is None
+    ray.init(address=address, include_dashboard=False, log_to_driver=True,
+             **({"object_store_memory": 100 * 2**20} if local else {}))
+    try:
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        cpus = ray.cluster_resources().get("CPU", 1)
+        n = n or gpus or max(1, int(cpus // cpus_per_worker))
+        actor = ray.remote(RayWorker).options(
+            num_gpus=1 if gpus else 0, num_cpus=0 if gpus else cpus_per_worker,
+            max_restarts=options.max_attempts, max_task_retries=options.max_attempts)
+        threads = None if gpus else max(1, int(cpus_per_worker))
+        worker_options = replace(options, out_dir=out_dir, restart=False, progress=False, subtitles=[],
+                                 threads=options.threads or threads, device="auto" if gpus else options.device)
+        actors = [actor.remote(inputs, worker_options, marker) for _ in range(n)]
+        summary, failures = JobSummary(out_dir), []
+        for ref in [a.run.remote() for a in actors]:
+            try:
+                summary.merge(ray.get(ref))
+            except RayTaskError as exc:
+                if isinstance(exc.cause, PodscribeError):
+                    raise exc.cause from None
+                failures.append(str(exc).splitlines()[0])
+            except RayActorError as exc:
+                failures.append(f"a Ray worker died {options.max_attempts + 1} times: {str(exc).splitlines()[0]}")
+        for failure in failures:
+            log.warning("%s", failure)
+    finally:
+        ray.shutdown()
+        (out_dir / marker).unlink(missing_ok=True)
+    if failures:
+        summary.failures.append((str(out_dir), "some Ray workers gave up; rerun the same command to finish"))
+    elif options.subtitles:
+        summary.subtitles = export_job(out_dir, options.subtitles, options.output_dir, options.cue_rules)
+    return summary
