@@ -17,7 +17,7 @@ import torch
 import numpy as np
 import pyarrow.dataset as ds
 
-from helpers import ffmpeg, with_assistant, write_wav
+from helpers import ffmpeg, finish, start, tables, with_assistant, write_wav
 from pipeline import audio
 from pipeline.decode import DecodeOptions
 from pipeline.runner import JobOptions, run
@@ -128,10 +128,31 @@ def long_form_job(base_models, long_form, tmp_path_factory):
     return files[0], segments, out
 
 
+@pytest.fixture(scope="session")
+def archive(clips, tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("archive")
+    by_name = {c.path.name: c.path for c in clips}
+    one = d / "episode one.mp3"
+    ffmpeg("-i", str(by_name["gb0.wav"]), "-t", "70", str(one))
+    two = d / "apollo 11.m4a"
+    ffmpeg("-i", str(by_name["apollo11.mp3"]), "-t", "60", "-c:a", "aac", str(two))
+    three = d / "jfk.flac"
+    three.write_bytes(by_name["jfk.flac"].read_bytes())
+    return [one, two, three]
+
+
+@pytest.fixture(scope="session")
+def reference(archive, cache_dir, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("reference") / "job"
+    code, stdout, stderr = finish(start(out, archive, cache_dir))
+    assert code == 0, stderr
+    return tables(out)
+
+
 # The fast tier: `pytest -m "not model"` runs the pure functions (seconds). A test is in the slow tier when it
 # loads Whisper weights (real or tiny random) or runs the CLI, which it can only do through these fixtures.
 MODEL_FIXTURES = {"base_models", "tiny_en_models", "base_self_int8", "long_form", "long_form_job", "cache_dir",
-                  "runtime"}
+                  "runtime", "archive", "reference"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.dataset as ds
 import torch
 
 from pipeline import audio
@@ -68,9 +72,53 @@ REPO = Path(__file__).resolve().parents[1]
 def podscribe(*args: str, cache_dir: Path, cwd: Path = REPO, env: dict | None = None,
               timeout: float = 600) -> subprocess.CompletedProcess:
     """The CLI in a real process (PYTHONPATH makes `-m pipeline.cli` work from any folder)."""
-    import os
-    import sys
-
     full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
                           env=full_env, cwd=cwd, timeout=timeout)
+
+
+# -- jobs in real processes (kill -9, signals, several workers) --------------------------------------------------
+# Small pieces one at a time: many checkpoints, so every kill lands on a job with work left.
+JOB_ARGS = ["--model", "tiny.en", "--batch-size", "1", "--min-piece", "5", "--max-piece", "10", "-q"]
+VOLATILE = {"wall_s", "realtime_factor", "finished_at", "worker"}
+
+
+def start(out: Path, inputs: list[Path], cache_dir: Path, trace: Path | None = None, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir)}
+    if trace:
+        env["PODSCRIBE_TRACE"] = str(trace)
+    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *JOB_ARGS, *extra, "--",
+           *map(str, inputs)]
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def lines(trace: Path, claims: bool = False) -> list[str]:
+    """The trace's decoded / persisted events (and the claims of files, when asked)."""
+    found = trace.read_text().splitlines() if trace.exists() else []
+    return found if claims else [x for x in found if not x.startswith("claimed")]
+
+
+def wait_for_progress(proc: subprocess.Popen, trace: Path, seen: int, timeout: float = 120) -> bool:
+    """Wait until the runner decoded something new; False if it exited first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(lines(trace)) > seen:
+            return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.05)
+    raise AssertionError("the runner made no progress")
+
+
+def tables(out: Path) -> dict[str, list[dict]]:
+    result = {}
+    for name, key in (("files", ("file_id",)), ("segments", ("file_id", "segment")), ("pieces", ("file_id", "piece"))):
+        rows = ds.dataset(out / name).to_table().to_pylist()
+        rows = [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
+        result[name] = sorted(rows, key=lambda r: tuple(r[k] for k in key))
+    return result

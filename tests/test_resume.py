@@ -1,88 +1,19 @@
-"""Jobs that survive the night, in real processes: kill -9 and resume, one runner per job dir,
+"""Jobs that survive the night, in real processes: kill -9 and resume, a second run joining as a worker,
 configuration changes, failed inputs, Ctrl-C."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pyarrow.dataset as ds
-import pytest
 
-from helpers import ffmpeg
-from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_LOCKED, EXIT_SIGTERM
-
-REPO = Path(__file__).resolve().parents[1]
-# Small pieces one at a time: many checkpoints, so every kill lands on a job with work left.
-JOB_ARGS = ["--model", "tiny.en", "--batch-size", "1", "--min-piece", "5", "--max-piece", "10", "-q"]
-VOLATILE = {"wall_s", "realtime_factor", "finished_at"}
-
-
-def start(out: Path, inputs: list[Path], cache_dir: Path, trace: Path | None = None, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir)}
-    if trace:
-        env["PODSCRIBE_TRACE"] = str(trace)
-    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *JOB_ARGS, *extra, "--",
-           *map(str, inputs)]
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
-
-
-def lines(trace: Path) -> list[str]:
-    return trace.read_text().splitlines() if trace.exists() else []
-
-
-def wait_for_progress(proc: subprocess.Popen, trace: Path, seen: int, timeout: float = 120) -> bool:
-    """Wait until the runner decoded something new; False if it exited first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if len(lines(trace)) > seen:
-            return True
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.05)
-    raise AssertionError("the runner made no progress")
-
-
-def tables(out: Path) -> dict[str, list[dict]]:
-    result = {}
-    for name, key in (("files", ("file_id",)), ("segments", ("file_id", "segment")), ("pieces", ("file_id", "piece"))):
-        rows = ds.dataset(out / name).to_table().to_pylist()
-        rows = [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
-        result[name] = sorted(rows, key=lambda r: tuple(r[k] for k in key))
-    return result
-
-
-@pytest.fixture(scope="module")
-def archive(clips, tmp_path_factory) -> list[Path]:
-    d = tmp_path_factory.mktemp("archive")
-    by_name = {c.path.name: c.path for c in clips}
-    one = d / "episode one.mp3"
-    ffmpeg("-i", str(by_name["gb0.wav"]), "-t", "70", str(one))
-    two = d / "apollo 11.m4a"
-    ffmpeg("-i", str(by_name["apollo11.mp3"]), "-t", "60", "-c:a", "aac", str(two))
-    three = d / "jfk.flac"
-    three.write_bytes(by_name["jfk.flac"].read_bytes())
-    return [one, two, three]
-
-
-@pytest.fixture(scope="module")
-def reference(archive, cache_dir, tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("reference") / "job"
-    code, stdout, stderr = finish(start(out, archive, cache_dir))
-    assert code == 0, stderr
-    return tables(out)
-
+from helpers import REPO, finish, lines, start, tables, wait_for_progress
+from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_SIGTERM
 
 def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupted_run(archive, reference, cache_dir,
                                                                                       tmp_path):
@@ -121,18 +52,24 @@ def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupte
     assert not (out / "partial").exists() or not any((out / "partial").iterdir()), "partial pieces left behind"
 
 
-def test_one_runner_per_job_dir_and_a_killed_runner_leaves_no_stuck_lock(archive, cache_dir, tmp_path):
+def test_a_second_run_joins_as_a_worker_and_a_frozen_one_keeps_only_its_own_file(archive, reference, cache_dir,
+                                                                                 tmp_path):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     first = start(out, archive, cache_dir, trace)
     assert wait_for_progress(first, trace, 0)
-    first.send_signal(signal.SIGSTOP)  # frozen, it still holds the lock, however fast this machine is
-    code, stdout, stderr = finish(start(out, archive, cache_dir), timeout=120)
-    assert code == EXIT_LOCKED and "another podscribe runner" in stderr and str(first.pid) in stderr
-    first.send_signal(signal.SIGKILL)
+    first.send_signal(signal.SIGSTOP)  # frozen mid-file, however fast this machine is: it holds that file
+    code, stdout, stderr = finish(start(out, archive, cache_dir, None, "--language", "en"), timeout=120)
+    assert code == EXIT_CONFIG_CHANGED and "language: None -> 'en'" in stderr, "another configuration must not join"
+    code, stdout, stderr = finish(start(out, archive, cache_dir))
+    assert code == 0 and "done: 2" in stdout and "being decoded by other workers: 1" in stdout, stdout + stderr
+    status = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO,
+                            capture_output=True, text=True)
+    assert "workers: 1 at work, decoding 1 files" in status.stdout, status.stdout
+    first.send_signal(signal.SIGKILL)  # the OS drops its locks: nothing stays stuck
     first.wait()
     code, stdout, stderr = finish(start(out, archive, cache_dir))
-    assert code == 0, stderr
-    assert "done: 3" in stdout
+    assert code == 0 and "done: 1, failed: 0, already done: 2" in stdout, stdout + stderr
+    assert tables(out) == reference
 
 
 def test_changed_configuration_is_refused_unless_restarted(archive, reference, cache_dir, tmp_path):

@@ -1,0 +1,200 @@
+"""One job, several workers: claims, death counts, status arithmetic (fast), and real processes — two
+workers, a worker killed mid-file, a poison file, `accelerate launch`, Ray actors (tiny.en)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import pyarrow.dataset as ds
+import pytest
+
+from helpers import JOB_ARGS, REPO, finish, lines, start, tables
+from pipeline import workers
+from pipeline.manifest import identify
+from pipeline.status import JobStatus, busy_seconds
+
+# -- fast: the pieces of the protocol ------------------------------------------------------------------------
+
+
+def test_a_claimed_file_cannot_be_claimed_twice_and_is_free_again_when_released(tmp_path):
+    first = workers.claim(tmp_path, "f1", persisted_batches=0)
+    assert first is not None and first.deaths == 0
+    assert workers.claim(tmp_path, "f1", 0) is None, "a file held by a worker was claimed again"
+    assert workers.held_claims(tmp_path) == ["f1"]
+    other = workers.claim(tmp_path, "f2", 0)
+    assert other is not None
+    other.finish()
+    other.release()
+    first.release()
+    assert workers.held_claims(tmp_path) == []
+    again = workers.claim(tmp_path, "f1", 0)
+    assert again is not None
+    again.release()
+
+
+def test_deaths_are_counted_until_a_batch_is_persisted_and_a_clean_end_takes_the_claim_back(tmp_path):
+    for expected in (0, 1, 2):  # each claim released without finish/give_back is a worker that died
+        held = workers.claim(tmp_path, "f", persisted_batches=3)
+        assert held.deaths == expected
+        held.release()
+    held = workers.claim(tmp_path, "f", persisted_batches=4)  # the dead worker saved a batch: progress
+    assert held.deaths == 0
+    held.give_back()  # Ctrl-C, a full disk: the worker lived
+    held.release()
+    held = workers.claim(tmp_path, "f", 4)
+    assert held.deaths == 0
+    held.finish()
+    held.release()
+    assert not (tmp_path / "claims" / "f.json").exists()
+
+
+def test_live_workers_are_the_registered_ones_whose_lock_is_held(tmp_path):
+    with workers.Registration(tmp_path) as me:
+        assert workers.live_workers(tmp_path) == [me.path.stem]
+        assert workers.live_workers(tmp_path, besides=me.path) == []
+    assert workers.live_workers(tmp_path) == []
+    dead = tmp_path / "workers" / "gone-1.lock"
+    dead.write_text("{}")  # a worker that died: its file is there, its lock is not
+    assert workers.live_workers(tmp_path) == []
+    with workers.Registration(tmp_path):
+        assert not dead.exists(), "a dead worker's registration is cleaned up by the next one"
+
+
+def _row(end: datetime, wall_s: float, audio_s: float, worker: str) -> dict:
+    return {"finished_at": end.isoformat(timespec="seconds"), "wall_s": wall_s, "duration_s": audio_s, "worker": worker}
+
+
+def test_two_workers_double_the_job_rate_and_halve_the_eta():
+    t0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    rows = [_row(t0 + timedelta(seconds=100), 100, 1000, "a:1"), _row(t0 + timedelta(seconds=200), 100, 1000, "a:1"),
+            _row(t0 + timedelta(seconds=110), 110, 1100, "b:2"), _row(t0 + timedelta(seconds=200), 90, 900, "b:2")]
+    assert busy_seconds(rows) == 200  # the union of the decode intervals, not their sum (400)
+    assert busy_seconds([_row(t0, 10, 1, "a"), _row(t0 + timedelta(seconds=30), 10, 1, "a")]) == 20  # a gap
+    st = JobStatus(root=REPO, audio_done_s=4000, wall_s=400, busy_s=busy_seconds(rows), audio_left_s=4000,
+                   workers_active=2)
+    assert st.throughput == pytest.approx(10.0) and st.job_throughput == pytest.approx(20.0)
+    assert st.eta_s == pytest.approx(200.0), "two workers at 10x each finish 4000 s of audio in 200 s"
+    st.workers_active = 0
+    assert st.eta_s == pytest.approx(400.0)
+
+
+# -- real processes ----------------------------------------------------------------------------------------
+
+
+def _decoders(trace) -> dict[tuple[str, str], list[str]]:
+    """(file, piece) -> the pids that decoded it."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for line in lines(trace):
+        event, file_id, piece, pid = line.split()
+        if event == "decoded":
+            found.setdefault((file_id, piece), []).append(pid)
+    return found
+
+
+def _decoded_after_persisted(trace) -> list[tuple[str, str]]:
+    persisted, again = set(), []
+    for line in lines(trace):
+        event, file_id, piece, _ = line.split()
+        if event == "persisted":
+            persisted.add((file_id, piece))
+        elif (file_id, piece) in persisted:
+            again.append((file_id, piece))
+    return again
+
+
+def _wait_for_two_decoders(procs, trace, timeout: float = 180) -> set[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = {pid for pids in _decoders(trace).values() for pid in pids}
+        if len(pids) >= 2:
+            return pids
+        assert all(p.poll() is None for p in procs), "a worker ended before both decoded"
+        time.sleep(0.05)
+    raise AssertionError("two workers never decoded at the same time")
+
+
+def test_workers_option_decodes_every_piece_once_and_equals_a_single_process_run(archive, reference, cache_dir,
+                                                                                 tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    code, stdout, stderr = finish(start(out, archive, cache_dir, trace, "--workers", "2"))
+    assert code == 0 and "done: 3, failed: 0" in stdout, stdout + stderr
+    decoders = _decoders(trace)
+    assert all(len(pids) == 1 for pids in decoders.values()), "a piece was decoded twice"
+    assert len(decoders) == len(reference["pieces"])
+    assert len({pids[0] for pids in decoders.values()}) == 2, "one worker did everything"
+    assert tables(out) == reference
+    assert {r["worker"].split(":")[1] for r in ds.dataset(out / "files").to_table().to_pylist()} == \
+        {pids[0] for pids in decoders.values()}, "files rows name the worker that wrote them"
+
+
+def test_a_worker_killed_mid_file_loses_nothing_while_another_goes_on(archive, reference, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    procs = [start(out, archive, cache_dir, trace) for _ in range(2)]  # two runs of one job: two workers
+    pids = _wait_for_two_decoders(procs, trace)
+    victim = next(p for p in procs if str(p.pid) in pids)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    survivor = next(p for p in procs if p is not victim)
+    code, stdout, stderr = finish(survivor)
+    assert code == 0, stderr
+    code, stdout, stderr = finish(start(out, archive, cache_dir, trace))  # the rerun finishes what is left
+    assert code == 0 and "failed: 0" in stdout, stdout + stderr
+    assert tables(out) == reference
+    assert not _decoded_after_persisted(trace), "a persisted batch was decoded again"
+
+
+def test_a_file_that_kills_its_worker_every_time_becomes_a_failed_row(archive, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    poison, other = archive[2], archive[1]  # 11 s: one piece with --max-piece 30, never checkpointed
+    extra = ("--max-piece", "30", "--max-attempts", "2")
+    poison_id, kills = identify(poison)[0].file_id, 0
+    for _ in range(6):
+        proc = start(out, [poison, other], cache_dir, trace, *extra)
+        while proc.poll() is None:  # the OOM killer, played by the test: claiming the poison file is fatal
+            claims = [x for x in lines(trace, claims=True) if x.startswith(f"claimed {poison_id}")]
+            if len(claims) > kills:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+            time.sleep(0.02)
+        if proc.wait() == 0:
+            break
+    rows = {r["path"]: r for r in ds.dataset(out / "files").to_table().to_pylist()}
+    assert kills >= 2
+    assert rows[str(other)]["status"] == "done"
+    assert rows[str(poison)]["status"] == "failed" and "died 2 times" in rows[str(poison)]["error"], rows
+    code, stdout, stderr = finish(start(out, [poison, other], cache_dir, trace, *extra, "--retry-failed"))
+    assert code == 0 and "done: 1, failed: 0" in stdout, "a retry starts its death count again"
+
+
+def test_accelerate_launch_runs_ranks_as_workers_of_one_job(archive, reference, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PODSCRIBE_TRACE": str(trace)}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "-m", "pipeline.cli", "transcribe", "--out", str(out), *JOB_ARGS, "--", *map(str, archive)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    decoders = _decoders(trace)
+    assert all(len(pids) == 1 for pids in decoders.values()) and len(decoders) == len(reference["pieces"])
+    assert len({pids[0] for pids in decoders.values()}) == 2, "one rank did everything"
+    assert tables(out) == reference
+
+
+def test_ray_actors_share_a_job_and_a_killed_actor_loses_nothing(archive, reference, cache_dir, tmp_path):
+    pytest.importorskip("ray")
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    proc = start(out, archive, cache_dir, trace, "--engine", "ray", "--workers", "2")
+    pids = _wait_for_two_decoders([proc], trace, timeout=300)
+    os.kill(int(sorted(pids)[0]), signal.SIGKILL)  # one actor's process, mid-file
+    code, stdout, stderr = finish(proc, timeout=600)
+    assert code == 0 and "failed: 0" in stdout, stdout + stderr[-3000:]
+    assert tables(out) == reference, "the restarted actor finished the job"
+    assert not _decoded_after_persisted(trace), "a persisted batch was decoded again"
+    decoded = Counter(_decoders(trace))
+    assert set(decoded) == {(r["file_id"], str(r["piece"])) for r in reference["pieces"]}
