@@ -128,23 +128,42 @@ def long_form_job(base_models, long_form, tmp_path_factory):
     return files[0], segments, out
 
 
-@pytest.fixture(scope="session")
-def archive(clips, tmp_path_factory) -> list[Path]:
-    d = tmp_path_factory.mktemp("archive")
+def _archive(clips, folder: Path, one_s: float, two_s: float) -> list[Path]:
+    """Three inputs in three containers: gb0 cut to ``one_s`` (mp3), apollo11 cut to ``two_s`` (m4a), jfk (flac)."""
     by_name = {c.path.name: c.path for c in clips}
-    one = d / "episode one.mp3"
-    ffmpeg("-i", str(by_name["gb0.wav"]), "-t", "70", str(one))
-    two = d / "apollo 11.m4a"
-    ffmpeg("-i", str(by_name["apollo11.mp3"]), "-t", "60", "-c:a", "aac", str(two))
-    three = d / "jfk.flac"
+    one = folder / "episode one.mp3"
+    ffmpeg("-i", str(by_name["gb0.wav"]), "-t", str(one_s), str(one))
+    two = folder / "apollo 11.m4a"
+    ffmpeg("-i", str(by_name["apollo11.mp3"]), "-t", str(two_s), "-c:a", "aac", str(two))
+    three = folder / "jfk.flac"
     three.write_bytes(by_name["jfk.flac"].read_bytes())
     return [one, two, three]
 
 
 @pytest.fixture(scope="session")
+def archive(clips, tmp_path_factory) -> list[Path]:
+    return _archive(clips, tmp_path_factory.mktemp("archive"), 70, 60)
+
+
+@pytest.fixture(scope="session")
 def reference(archive, cache_dir, tmp_path_factory) -> dict:
+    """The tables of an uninterrupted single-process run of ``archive`` (tests/helpers.JOB_ARGS)."""
     out = tmp_path_factory.mktemp("reference") / "job"
     code, stdout, stderr = finish(start(out, archive, cache_dir))
+    assert code == 0, stderr
+    return tables(out)
+
+
+@pytest.fixture(scope="session")
+def small_archive(clips, tmp_path_factory) -> list[Path]:
+    """The archive at about a third of its length: for the several-worker tests, which run it many times."""
+    return _archive(clips, tmp_path_factory.mktemp("small-archive"), 26, 21)
+
+
+@pytest.fixture(scope="session")
+def small_reference(small_archive, cache_dir, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("small-reference") / "job"
+    code, stdout, stderr = finish(start(out, small_archive, cache_dir))
     assert code == 0, stderr
     return tables(out)
 
@@ -152,7 +171,7 @@ def reference(archive, cache_dir, tmp_path_factory) -> dict:
 # The fast tier: `pytest -m "not model"` runs the pure functions (seconds). A test is in the slow tier when it
 # loads Whisper weights (real or tiny random) or runs the CLI, which it can only do through these fixtures.
 MODEL_FIXTURES = {"base_models", "tiny_en_models", "base_self_int8", "long_form", "long_form_job", "cache_dir",
-                  "runtime", "archive", "reference"}
+                  "runtime", "archive", "reference", "small_archive", "small_reference"}
 
 
 def pytest_collection_modifyitems(config, items):
