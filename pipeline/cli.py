@@ -8,7 +8,6 @@ import re
 import signal
 import sys
 import threading
-import warnings
 from pathlib import Path
 
 import click

