@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import queue
 import signal
 import socket
 import threading
@@ -114,14 +115,13 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     try:
         summary = run(inputs, replace(own, subtitles=[]), stop=stop)
     finally:
+        others = _collect(results, children)  # before join: a child waits until what it put is read
         for proc in children:
             proc.join()
+    for other in others:
+        if other is not None:
+            summary.merge(other)
     died = [proc for proc in children if proc.exitcode not in (0, None)]
-    for proc in children:
-        while not results.empty():
-            other = results.get()
-            if other is not None:
-                summary.merge(other)
     if stop.is_set():
         raise Interrupted()
     for proc in died:
@@ -134,6 +134,24 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     summary.by_others = summary.elsewhere = 0
     summary.wall_s = time.monotonic() - start
     return summary
+
+
+def _collect(results, children) -> list:
+    """Every summary the children put, read until all of them have ended."""
+    found = []
+    while True:
+        try:
+            found.append(results.get(timeout=0.5))
+            continue
+        except queue.Empty:
+            pass
+        if not any(proc.is_alive() for proc in children):
+            break
+    while True:
+        try:
+            found.append(results.get_nowait())
+        except queue.Empty:
+            return found
 
 
 # -- Ray ---------------------------------------------------------------------------------------

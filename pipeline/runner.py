@@ -656,6 +656,7 @@ def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options
     with tqdm(total=round(sum(durations.values()) / 3600, 3), unit="h", desc="job", disable=not options.progress,
               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
               position=0) as job_bar:
+        looked_again = False
         while pending:
             busy = []
             for task in pending:
@@ -672,9 +673,14 @@ def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options
                 finally:
                     held.release()
                 job_bar.update(round(durations[task.file_id] / 3600, 3))
-            if len(busy) == len(pending):
+            if len(busy) < len(pending):
+                looked_again = False
+            elif looked_again:  # held twice in a row: their workers are at them
                 summary.elsewhere = len(busy)
                 return
+            else:  # once more after a moment: `podscribe status` may have been testing a lock just then
+                looked_again = True
+                time.sleep(0.5)
             pending = busy
 
 
