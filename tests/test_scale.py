@@ -84,6 +84,16 @@ def test_two_workers_double_the_job_rate_and_halve_the_eta():
     assert st.eta_s == pytest.approx(400.0)
 
 
+def test_a_ray_worker_that_cannot_see_the_job_dir_says_so(tmp_path):
+    from pipeline.engines import RayWorker
+    from pipeline.errors import UsageProblem
+    from pipeline.runner import JobOptions
+
+    worker = RayWorker([], JobOptions(out_dir=tmp_path / "job"), ".reach-0123")  # the driver's marker is not here
+    with pytest.raises(UsageProblem, match="not reachable from the Ray worker.*mounts at the same path"):
+        worker.run()
+
+
 # -- real processes ----------------------------------------------------------------------------------------
 
 
