@@ -687,9 +687,11 @@ def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options
 def _decode_claimed(task: Task, held: workers.Claim, job: JobDir, transcriber: Transcriber, options: JobOptions,
                     config_hash: str, stop: threading.Event, summary: JobSummary, seen: dict[str, str | None],
                     probed: audio.AudioInfo | AudioError, duration_s: float) -> None:
+    # Another worker wrote its row after this one planned. (A row as planned is not a reason to skip: a done
+    # row whose segments table was damaged is planned to be redone.)
     row = job.file_row(task.file_id)
-    if row is not None and (row["status"] == "done" or row.get("finished_at") != seen.get(task.file_id)):
-        summary.by_others += 1  # another worker finished it after this one planned
+    if row is not None and row.get("finished_at") != seen.get(task.file_id):
+        summary.by_others += 1
         held.finish()
         return
     with tqdm(total=round(duration_s, 1), unit="s", desc=task.refs[0].path.name[:40],
