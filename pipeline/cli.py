@@ -18,7 +18,6 @@ from .decode.options import DecodeOptions
 from .export import FORMATS, CueRules
 from .errors import PodscribeError
 from .languages import language_code
-from .runtime import quiet_libraries
 from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
 
 DEFAULT_JOB_DIR = "podscribe-manifests"
@@ -312,6 +311,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
     try:
         from . import engines
         from .runner import Interrupted
+        from .runtime import quiet_libraries
 
         quiet_libraries()
         if settings["engine"] == "ray":
