@@ -138,6 +138,8 @@ def test_workers_option_decodes_every_piece_once_and_equals_a_single_process_run
     assert all(len(pids) == 1 for pids in decoders.values()), "a piece was decoded twice"
     assert len(decoders) == len(small_reference["pieces"])
     assert len({pids[0] for pids in decoders.values()}) == 2, "one worker did everything"
+    first_claim = next(x for x in lines(trace, claims=True) if x.startswith("claimed")).split()[1]
+    assert first_claim == identify(small_archive[0])[0].file_id, "the longest file goes first"
     assert close(tables(out), small_reference)
     assert {r["worker"].split(":")[1] for r in ds.dataset(out / "files").to_table().to_pylist()} == \
         {pids[0] for pids in decoders.values()}, "files rows name the worker that wrote them"
