@@ -593,10 +593,11 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
         config = job_config(options, models)
         todo, seen = _prepare(refs, job, config, options, summary, registration)
         registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
-    with contextlib.ExitStack() as stack:
-        stack.callback(registration.__exit__)
+    try:
         transcriber = Transcriber(models, options.decode)
         _decode_all(todo, job, transcriber, options, output_hash(config), stop, summary, seen)
+    finally:
+        registration.__exit__()
     if options.subtitles:
         if workers.live_workers(job.root):
             summary.subtitles_left = True
