@@ -145,13 +145,16 @@ def archive(clips, tmp_path_factory) -> list[Path]:
     return _archive(clips, tmp_path_factory.mktemp("archive"), 70, 60)
 
 
+def _reference(inputs: list[Path], cache_dir: Path, folder: Path) -> dict:
+    """The tables of an uninterrupted single-process run (tests/helpers.JOB_ARGS)."""
+    code, stdout, stderr = finish(start(folder / "job", inputs, cache_dir))
+    assert code == 0, stderr
+    return tables(folder / "job")
+
+
 @pytest.fixture(scope="session")
 def reference(archive, cache_dir, tmp_path_factory) -> dict:
-    """The tables of an uninterrupted single-process run of ``archive`` (tests/helpers.JOB_ARGS)."""
-    out = tmp_path_factory.mktemp("reference") / "job"
-    code, stdout, stderr = finish(start(out, archive, cache_dir))
-    assert code == 0, stderr
-    return tables(out)
+    return _reference(archive, cache_dir, tmp_path_factory.mktemp("reference"))
 
 
 @pytest.fixture(scope="session")
@@ -162,10 +165,7 @@ def small_archive(clips, tmp_path_factory) -> list[Path]:
 
 @pytest.fixture(scope="session")
 def small_reference(small_archive, cache_dir, tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("small-reference") / "job"
-    code, stdout, stderr = finish(start(out, small_archive, cache_dir))
-    assert code == 0, stderr
-    return tables(out)
+    return _reference(small_archive, cache_dir, tmp_path_factory.mktemp("small-reference"))
 
 
 # The fast tier: `pytest -m "not model"` runs the pure functions (seconds). A test is in the slow tier when it

@@ -104,6 +104,18 @@ def lines(trace: Path, claims: bool = False) -> list[str]:
     return found if claims else [x for x in found if not x.startswith("claimed")]
 
 
+def decoded_after_persisted(trace: Path) -> list[tuple[str, str]]:
+    """(file, piece) pairs decoded again after they were persisted: what a resume must never do."""
+    persisted, again = set(), []
+    for line in lines(trace):
+        event, file_id, piece, _ = line.split()
+        if event == "persisted":
+            persisted.add((file_id, piece))
+        elif (file_id, piece) in persisted:
+            again.append((file_id, piece))
+    return again
+
+
 def wait_for_progress(proc: subprocess.Popen, trace: Path, seen: int, timeout: float = 120) -> bool:
     """Wait until the runner decoded something new; False if it exited first."""
     deadline = time.monotonic() + timeout

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pyarrow.dataset as ds
 
-from helpers import REPO, finish, lines, start, tables, wait_for_progress
+from helpers import REPO, decoded_after_persisted, finish, lines, start, tables, wait_for_progress
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_SIGTERM
 
 def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupted_run(archive, reference, cache_dir,
@@ -127,11 +127,5 @@ def test_resuming_with_another_batch_size_decodes_no_persisted_piece_again(archi
     proc.wait()
     code, stdout, stderr = finish(start(out, archive[:1], cache_dir, trace, "--batch-size", "3"))
     assert code == 0 and "done: 1" in stdout, stderr
-    persisted, decoded_again = set(), []
-    for line in lines(trace):
-        event, file_id, piece, _ = line.split()
-        if event == "persisted":
-            persisted.add((file_id, piece))
-        elif (file_id, piece) in persisted:
-            decoded_again.append(piece)
+    decoded_again = decoded_after_persisted(trace)
     assert not decoded_again, f"persisted pieces decoded again with another batch size: {decoded_again}"

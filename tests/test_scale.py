@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow.dataset as ds
 import pytest
 
-from helpers import JOB_ARGS, REPO, close, finish, lines, start, tables
+from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, start, tables
 from pipeline import workers
 from pipeline.manifest import identify
 from pipeline.status import JobStatus, busy_seconds
@@ -107,17 +107,6 @@ def _decoders(trace) -> dict[tuple[str, str], list[str]]:
     return found
 
 
-def _decoded_after_persisted(trace) -> list[tuple[str, str]]:
-    persisted, again = set(), []
-    for line in lines(trace):
-        event, file_id, piece, _ = line.split()
-        if event == "persisted":
-            persisted.add((file_id, piece))
-        elif (file_id, piece) in persisted:
-            again.append((file_id, piece))
-    return again
-
-
 def _wait_for_two_decoders(procs, trace, timeout: float = 180) -> set[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -158,7 +147,7 @@ def test_a_worker_killed_mid_file_loses_nothing_while_another_goes_on(small_arch
     code, stdout, stderr = finish(start(out, small_archive, cache_dir, trace))  # the rerun finishes what is left
     assert code == 0 and "failed: 0" in stdout, stdout + stderr
     assert close(tables(out), small_reference)
-    assert not _decoded_after_persisted(trace), "a persisted batch was decoded again"
+    assert not decoded_after_persisted(trace), "a persisted batch was decoded again"
 
 
 def test_a_file_that_kills_its_worker_every_time_becomes_a_failed_row(small_archive, cache_dir, tmp_path):
@@ -207,6 +196,6 @@ def test_ray_actors_share_a_job_and_a_killed_actor_loses_nothing(small_archive, 
     code, stdout, stderr = finish(proc, timeout=600)
     assert code == 0 and "failed: 0" in stdout, stdout + stderr[-3000:]
     assert close(tables(out), small_reference), "the restarted actor finished the job"
-    assert not _decoded_after_persisted(trace), "a persisted batch was decoded again"
+    assert not decoded_after_persisted(trace), "a persisted batch was decoded again"
     decoded = Counter(_decoders(trace))
     assert set(decoded) == {(r["file_id"], str(r["piece"])) for r in small_reference["pieces"]}
