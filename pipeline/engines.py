@@ -196,13 +196,17 @@ def run_ray(inputs: list[str], options: JobOptions, n: int | None, address: str 
     try:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         cpus = ray.cluster_resources().get("CPU", 1)
-        n = n or gpus or max(1, int(cpus // cpus_per_worker))
+        fits = gpus or max(1, int(cpus // cpus_per_worker))
+        if n and n > fits:
+            log.warning("--workers %d: the cluster has room for %d now; the others wait for resources (an "
+                        "autoscaler may add them)", n, fits)
+        n = n or fits
         actor = ray.remote(RayWorker).options(
             num_gpus=1 if gpus else 0, num_cpus=0 if gpus else cpus_per_worker,
             max_restarts=options.max_attempts, max_task_retries=options.max_attempts)
         threads = None if gpus else max(1, int(cpus_per_worker))
         worker_options = replace(options, out_dir=out_dir, restart=False, progress=False, subtitles=[],
-                                 threads=options.threads or threads, device="auto" if gpus else options.device)
+                                 threads=options.threads or threads)  # Ray gives each actor its GPU
         actors = [actor.remote(inputs, worker_options, marker) for _ in range(n)]
         summary, failures = JobSummary(out_dir), []
         for ref in [a.run.remote() for a in actors]:
