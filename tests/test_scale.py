@@ -16,6 +16,7 @@ import pytest
 
 from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, start, tables
 from pipeline import workers
+from pipeline.errors import EXIT_SIGTERM
 from pipeline.manifest import identify
 from pipeline.status import JobStatus, busy_seconds
 
@@ -132,6 +133,21 @@ def test_workers_option_decodes_every_piece_once_and_equals_a_single_process_run
     assert close(tables(out), small_reference)
     assert {r["worker"].split(":")[1] for r in ds.dataset(out / "files").to_table().to_pylist()} == \
         {pids[0] for pids in decoders.values()}, "files rows name the worker that wrote them"
+
+
+def test_sigterm_to_a_workers_run_stops_every_worker_after_its_batch_in_hand(small_archive, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    proc = start(out, small_archive, cache_dir, trace, "--workers", "2")
+    _wait_for_two_decoders([proc], trace)
+    proc.send_signal(signal.SIGTERM)  # systemd and docker signal the main process only
+    code, stdout, stderr = finish(proc, timeout=120)
+    assert code == EXIT_SIGTERM and "Rerun the same command to resume" in stderr, stdout + stderr
+    events = lines(trace)
+    decoded = {tuple(x.split()[1:3]) for x in events if x.startswith("decoded")}
+    persisted = {tuple(x.split()[1:3]) for x in events if x.startswith("persisted")}
+    assert len({x.split()[3] for x in events}) == 2
+    assert decoded and decoded <= persisted, "a worker dropped its batch in hand"
+    assert not workers.live_workers(out), "a worker outlived the run"
 
 
 def test_a_worker_killed_mid_file_loses_nothing_while_another_goes_on(small_archive, small_reference, cache_dir, tmp_path):
