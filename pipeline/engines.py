@@ -17,6 +17,7 @@ import os
 import queue
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -26,7 +27,7 @@ from pathlib import Path
 from .export import export_job
 from .errors import PodscribeError, UsageProblem
 from .runtime import quiet_libraries
-from .runner import Interrupted, JobOptions, JobSummary, restart_job, run
+from .runner import Interrupted, JobOptions, JobSummary, job_models, restart_job, run
 
 log = logging.getLogger("podscribe")
 
@@ -84,6 +85,10 @@ def _child(inputs: list[str], options: JobOptions, results) -> None:
         results.put(run(inputs, options, stop=stop))
     except (Interrupted, KeyboardInterrupt):
         results.put(None)
+    except PodscribeError as exc:  # the parent meets the same problem and says it: no traceback here
+        log.warning("%s", exc)
+        results.put(None)
+        sys.exit(exc.exit_code)
 
 
 def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threading.Event) -> JobSummary:
@@ -113,7 +118,8 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     threading.Thread(target=forward, daemon=True).start()
     own = replace(options, restart=False, threads=threads, device=_device_of(options, 0))
     try:
-        summary = run(inputs, replace(own, subtitles=[]), stop=stop)
+        models = job_models(own)  # loaded once for both of this process's passes
+        summary = run(inputs, replace(own, subtitles=[]), models, stop=stop)
     finally:
         others = _collect(results, children)  # before join: a child waits until what it put is read
         for proc in children:
@@ -127,7 +133,7 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     for proc in died:
         log.warning("worker %d died (exit code %s); its file is taken again", proc.pid, proc.exitcode)
     planned = (summary.already_done, summary.skipped_failed)
-    last = run(inputs, own, stop=stop)  # what dead workers left, and the subtitles once all are done
+    last = run(inputs, own, models, stop=stop)  # what dead workers left, and the subtitles once all are done
     summary.merge(last)
     summary.already_done, summary.skipped_failed = planned  # the last pass sees this run's own rows as earlier
     summary.subtitles, summary.subtitles_left = last.subtitles, last.subtitles_left

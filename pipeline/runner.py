@@ -587,8 +587,7 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
     summary = JobSummary(Path(options.out_dir))
     registration = workers.Registration(job.root)
     if models is None:  # before the lock: the workers of a launch load their models at the same time
-        models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
-                             options.cache_dir)
+        models = job_models(options)
     with job.locked():
         config = job_config(options, models)
         todo, seen = _prepare(refs, job, config, options, summary, registration)
@@ -605,6 +604,11 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
             summary.subtitles = export_job(options.out_dir, options.subtitles, options.output_dir, options.cue_rules)
     summary.wall_s = time.monotonic() - start
     return summary
+
+
+def job_models(options: JobOptions) -> Models:
+    return load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
+                       options.cache_dir)
 
 
 def _prepare(refs: list[InputRef], job: JobDir, config: dict, options: JobOptions, summary: JobSummary,
