@@ -18,6 +18,7 @@ from .decode.options import DecodeOptions
 from .export import FORMATS, CueRules
 from .errors import PodscribeError
 from .languages import language_code
+from .workers import MAX_ATTEMPTS
 from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
 
 DEFAULT_JOB_DIR = "podscribe-manifests"
@@ -32,7 +33,7 @@ DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "a
             "vad_threshold": DecodeOptions.vad_threshold, "initial_prompt": None, "hotwords": None,
             "languages": None, "language_mode": "piece", "coverage": DecodeOptions.coverage,
             "fallback_beams": DecodeOptions.fallback_beams, "workers": None, "engine": "local", "address": None,
-            "max_attempts": 3}
+            "max_attempts": MAX_ATTEMPTS}
 # Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
 CUE_FLAGS = {"max_line_chars": ("max_line_chars", click.IntRange(10, 200), "Longest subtitle line, characters."),
              "max_lines": ("max_lines", click.IntRange(1, 2), "Lines per cue."),

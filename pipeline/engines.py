@@ -39,13 +39,7 @@ def for_rank(options: JobOptions) -> JobOptions:
     if local is None:
         return options
     rank = int(local)
-    device = options.device
-    if device in ("auto", "cuda"):
-        import torch
-
-        if torch.cuda.is_available():
-            device = f"cuda:{rank % torch.cuda.device_count()}"
-    return replace(options, device=device, progress=options.progress and rank == 0)
+    return replace(options, device=_device_of(options, rank), progress=options.progress and rank == 0)
 
 
 # -- N processes on this machine ---------------------------------------------------------------
@@ -59,6 +53,7 @@ def _threads_each(options: JobOptions, n: int) -> int | None:
 
 
 def _device_of(options: JobOptions, index: int) -> str:
+    """Worker ``index``'s GPU where there are several (``--device auto`` or ``cuda``), else the device asked for."""
     if options.device not in ("auto", "cuda"):
         return options.device
     import torch
@@ -190,6 +185,7 @@ def run_ray(inputs: list[str], options: JobOptions, n: int | None, address: str 
         from ray.exceptions import RayActorError, RayTaskError
     except ImportError as exc:
         raise UsageProblem("--engine ray needs Ray: pip install 'podscribe[ray]'") from exc
+    start = time.monotonic()
     out_dir = Path(options.out_dir).absolute()
     inputs = [str(Path(x).expanduser().absolute()) for x in inputs]  # actors run in other folders
     restart_job(out_dir, options.restart)
@@ -233,4 +229,5 @@ def run_ray(inputs: list[str], options: JobOptions, n: int | None, address: str 
         summary.failures.append((str(out_dir), "some Ray workers gave up; rerun the same command to finish"))
     elif options.subtitles:
         summary.subtitles = export_job(out_dir, options.subtitles, options.output_dir, options.cue_rules)
+    summary.wall_s = time.monotonic() - start
     return summary

@@ -425,7 +425,7 @@ class JobDir:
         return rows
 
     def has_partial(self, file_id: str) -> bool:
-        return any((self.root / "partial" / file_id).glob("batch-*.parquet"))
+        return self.persisted_batches(file_id) > 0
 
     def persisted_batches(self, file_id: str) -> int:
         """How many checkpoints an unfinished file has (progress, for counting deaths)."""
