@@ -157,12 +157,13 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _trace(event: str, file_id: str, piece: int) -> None:
-    """Test hook: PODSCRIBE_TRACE=<file> appends one line per decoded / persisted piece."""
+def _trace(event: str, file_id: str, number: int) -> None:
+    """Test hook: PODSCRIBE_TRACE=<file> appends one line per decoded / persisted piece (``number``: the
+    piece's index) and per claimed file (``number``: the worker deaths counted on it before this claim)."""
     path = os.environ.get("PODSCRIBE_TRACE")
     if path:
         with open(path, "a") as f:
-            f.write(f"{event} {file_id} {piece} {os.getpid()}\n")
+            f.write(f"{event} {file_id} {number} {os.getpid()}\n")
 
 
 # -- one file -------------------------------------------------------------------
@@ -671,7 +672,7 @@ def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options
                 if held is None:
                     busy.append(task)
                     continue
-                _trace("claimed", task.file_id, -1)
+                _trace("claimed", task.file_id, held.deaths)
                 try:
                     _decode_claimed(task, held, job, transcriber, options, config_hash, stop, summary, seen,
                                     probed[task.file_id], durations[task.file_id])
