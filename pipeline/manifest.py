@@ -38,64 +38,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import ConfigChanged, DamagedState, JobLocked, StorageError, UsageProblem
+from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES
 
 __all__ = ["ConfigChanged", "JobLocked", "JobDir", "Fingerprints", "identify", "atomic_write_bytes"]
 
 log = logging.getLogger("podscribe")
 
-FILES_SCHEMA = pa.schema([
-    ("file_id", pa.string()), ("path", pa.string()), ("size_bytes", pa.int64()), ("mtime", pa.float64()),
-    ("status", pa.string()), ("error", pa.string()), ("warnings", pa.string()),
-    ("duration_s", pa.float64()), ("language", pa.string()),
-    ("n_pieces", pa.int32()), ("n_segments", pa.int32()), ("n_words", pa.int32()),
-    ("wall_s", pa.float64()), ("realtime_factor", pa.float64()),
-    ("model", pa.string()), ("model_sha256", pa.string()), ("assistant", pa.string()), ("runtime", pa.string()),
-    ("decode_mode", pa.string()),
-    ("main_calls", pa.int64()), ("draft_calls", pa.int64()), ("drafted", pa.int64()), ("accepted", pa.int64()),
-    ("finished_at", pa.string()),
-    ("paths", pa.list_(pa.string())),  # every input path with this content (copies), `path` first
-    ("config_hash", pa.string()),  # of the configuration that decides the output (speed-only keys left out)
-    ("n_flagged", pa.int32()),  # segments with a flag
-    ("n_redecodes", pa.int32()),  # second chances tried (pieces.redecodes)
-    ("recovered_tokens", pa.int32()),  # text tokens they brought (kept)
-    ("worker", pa.string()),  # host:pid of the worker that wrote the row
-])
-
-WORD = pa.struct([("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()),
-                  ("probability", pa.float32())])
-
-SEGMENTS_SCHEMA = pa.schema([
-    ("file_id", pa.string()), ("path", pa.string()), ("segment", pa.int32()),
-    ("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string()), ("piece", pa.int32()),
-    ("avg_logprob", pa.float32()), ("no_speech_prob", pa.float32()),
-    ("words", pa.list_(WORD)),  # null when the job ran without word timestamps
-    ("language", pa.string()),  # of the piece it was decoded in (detected or given)
-    ("flags", pa.list_(pa.string())),  # what to check: no_speech, low_logprob, loop, language (runner.FLAGS)
-])
-
-PIECES_SCHEMA = pa.schema([
-    ("file_id", pa.string()), ("piece", pa.int32()), ("start_s", pa.float64()), ("end_s", pa.float64()),
-    ("start_sample", pa.int64()), ("end_sample", pa.int64()),
-    ("language", pa.string()), ("skipped", pa.string()), ("no_speech_prob", pa.float32()),
-    ("avg_logprob", pa.float32()), ("compression_ratio", pa.float32()), ("n_tokens", pa.int32()),
-    ("main_calls", pa.int32()), ("draft_calls", pa.int32()), ("drafted", pa.int32()), ("accepted", pa.int32()),
-    ("passes", pa.int32()),
-    # second chances (decode/recover.py): piece-relative span, why, the text token ids kept from it
-    ("redecodes", pa.list_(pa.struct([("start_s", pa.float64()), ("end_s", pa.float64()), ("reason", pa.string()),
-                                      ("tokens", pa.list_(pa.int32()))]))),
-])
-
-# A decoded piece as persisted before its file is finished: the pieces columns plus what
-# stitching needs again (piece-relative segments) and the token ids.
-PARTIAL_SCHEMA = pa.schema([
-    *PIECES_SCHEMA,
-    ("n_samples", pa.int64()),
-    ("tokens", pa.list_(pa.int32())),
-    ("segments", pa.list_(pa.struct([("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string()),
-                                     ("n_tokens", pa.int32()), ("words", pa.list_(WORD))]))),
-])
-
-TABLES = {"files": FILES_SCHEMA, "segments": SEGMENTS_SCHEMA, "pieces": PIECES_SCHEMA}
 
 
 @functools.cache

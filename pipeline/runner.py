@@ -41,17 +41,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import audio, vad, workers
-from .audio import AudioError, CutOptions, Piece
-from .decode import DecodeOptions, PieceResult, RawSegment, Transcriber
-from .decode.recover import Redecode
+from . import audio, tables, vad, workers
+from .audio import AudioError, CutOptions
+from .decode import DecodeOptions, Transcriber
 from .errors import ConfigChanged, DamagedState
 from .export import CueRules, export_job
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
 from .runtime import pick_runtime
-from .stitch import Segment, stitch
-from .timing import Word
+from .stitch import stitch
 
 log = logging.getLogger("podscribe")
 
@@ -190,27 +188,6 @@ class FileContext:
         return self.task.refs[0].path
 
 
-def _to_partial(file_id: str, piece: Piece, r: PieceResult) -> dict:
-    row = _piece_row(file_id, piece, r)
-    row.update(n_samples=piece.n_samples, tokens=r.tokens,
-               segments=[{"start_s": s.start_s, "end_s": s.end_s, "text": s.text, "n_tokens": s.n_tokens,
-                          "words": _word_rows(s.words)} for s in r.segments])
-    return row
-
-
-def _from_partial(row: dict) -> tuple[Piece, PieceResult]:
-    piece = Piece(row["piece"], row["start_sample"], None, row["n_samples"])
-    result = PieceResult(
-        tokens=list(row["tokens"]),
-        segments=[RawSegment(s["start_s"], s["end_s"], s["text"], s["n_tokens"],
-                             None if s["words"] is None else [Word(**w) for w in s["words"]]) for s in row["segments"]],
-        language=row["language"], no_speech_prob=row["no_speech_prob"], avg_logprob=row["avg_logprob"],
-        compression_ratio=row["compression_ratio"], skipped=row["skipped"], main_calls=row["main_calls"],
-        draft_calls=row["draft_calls"], drafted=row.get("drafted") or 0, accepted=row["accepted"], passes=row.get("passes") or 0,
-        redecodes=[Redecode(**d) for d in row.get("redecodes") or ()])
-    return piece, result
-
-
 def _with_last(items: Iterator) -> Iterator[tuple[object, bool]]:
     """Each item with whether it is the last one."""
     current = next(items, _END)
@@ -242,7 +219,7 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
         known = persisted.get(piece.index)
         if known is not None and known["start_sample"] == piece.start_sample and known["n_samples"] == piece.n_samples:
             piece.samples = None
-            queue.append([piece, _from_partial(known)[1]])
+            queue.append([piece, tables.from_partial(known)])
         else:
             queue.append([piece, None])
             batch.append(queue[-1])
@@ -285,7 +262,7 @@ def _decode_batch(ctx: FileContext, batch: list[list], lock: _LanguageLock, chec
         _trace("decoded", ctx.file_id, p.index)
     if checkpoint:
         ctx.job.write_partial(ctx.file_id, pieces[0].index,
-                              [_to_partial(ctx.file_id, p, r) for p, r in zip(pieces, results)])
+                              [tables.partial_row(ctx.file_id, p, r) for p, r in zip(pieces, results)])
         for p in pieces:
             _trace("persisted", ctx.file_id, p.index)
     for entry, result in zip(batch, results):
@@ -303,7 +280,7 @@ def _ready(ctx: FileContext, queue: deque[list]):
 
 
 def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
-    """Decode one input; raise AudioError for bad input."""
+    """Decode one input: its files-row outcome, segments rows and pieces rows. Raise AudioError for bad input."""
     if isinstance(ctx.probed, AudioError):
         raise ctx.probed
     info = ctx.probed
@@ -313,79 +290,12 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
         raise AudioError("file decodes to no audio samples")
     duration = done[-1][0].end_sample / audio.SAMPLE_RATE
     segments = stitch([p for p, _ in done], [r for _, r in done], duration)
-    row = _file_row(duration, done, segments, warnings)
+    language = tables.file_language(done)
     by_piece = {p.index: r for p, r in done}
-    flags = {s.index: segment_flags(by_piece[s.piece], row["language"], ctx.transcriber.options) for s in segments}
-    row["n_flagged"] = sum(bool(f) for f in flags.values())
-    return row, _segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags), \
-        [_piece_row(ctx.file_id, p, r) for p, r in done]
-
-
-FLAGS = ("no_speech", "low_logprob", "loop", "language")
-
-
-def segment_flags(piece: PieceResult, file_language: str | None, options: DecodeOptions) -> list[str]:
-    """What a morning review should look at, from Whisper's own signals of the segment's piece:
-    ``no_speech`` (kept although the no-speech probability is above the threshold), ``low_logprob``
-    (average log-probability below the threshold), ``loop`` (the text looped and repeats were collapsed),
-    ``language`` (another language than the file's)."""
-    flags = []
-    if piece.no_speech_prob is not None and piece.no_speech_prob > options.no_speech_threshold:
-        flags.append("no_speech")
-    if piece.avg_logprob is not None and piece.avg_logprob < options.logprob_threshold:
-        flags.append("low_logprob")
-    if piece.compression_ratio is not None and piece.compression_ratio > options.compression_ratio_threshold:
-        flags.append("loop")
-    if file_language and piece.language and piece.language != file_language:
-        flags.append("language")
-    return flags
-
-
-def file_language(done: list[tuple[Piece, PieceResult]]) -> str | None:
-    """The language with the most speech: seconds inside each piece's segments (its whole length when the
-    segments are missing), not a count of pieces — two short pieces must not outvote one long one."""
-    seconds: dict[str, float] = {}
-    for piece, r in done:
-        if r.language and not r.skipped:
-            spoken = sum(max(0.0, s.end_s - s.start_s) for s in r.segments) or piece.duration_s
-            seconds[r.language] = seconds.get(r.language, 0.0) + spoken
-    return max(seconds, key=lambda lang: (seconds[lang], lang)) if seconds else None
-
-
-def _file_row(duration, done, segments: list[Segment], warnings) -> dict:
-    return {
-        "status": "done", "error": None, "warnings": "; ".join(warnings) or None,
-        "duration_s": round(duration, 3), "language": file_language(done),
-        "n_pieces": len(done), "n_segments": len(segments), "n_words": sum(len(s.text.split()) for s in segments),
-        "main_calls": sum(r.main_calls for _, r in done), "draft_calls": sum(r.draft_calls for _, r in done),
-        "drafted": sum(r.drafted for _, r in done), "accepted": sum(r.accepted for _, r in done),
-        "n_redecodes": sum(len(r.redecodes) for _, r in done),
-        "recovered_tokens": sum(len(d.tokens) for _, r in done for d in r.redecodes),
-    }
-
-
-def _segment_rows(file_id: str, path: Path, segments: list[Segment], pieces: dict[int, PieceResult],
-                  flags: dict[int, list[str]]) -> list[dict]:
-    return [{"file_id": file_id, "path": str(path), "segment": s.index, "start_s": s.start_s,
-             "end_s": s.end_s, "text": s.text, "piece": s.piece, "language": pieces[s.piece].language,
-             "avg_logprob": s.avg_logprob, "no_speech_prob": s.no_speech_prob, "words": _word_rows(s.words),
-             "flags": flags[s.index]} for s in segments]
-
-
-def _word_rows(words: list[Word] | None) -> list[dict] | None:
-    if words is None:
-        return None
-    return [{"word": w.word, "start_s": w.start_s, "end_s": w.end_s, "probability": w.probability} for w in words]
-
-
-def _piece_row(file_id: str, p: Piece, r: PieceResult) -> dict:
-    return {"file_id": file_id, "piece": p.index, "start_s": round(p.start_sample / audio.SAMPLE_RATE, 3),
-            "end_s": round(p.end_sample / audio.SAMPLE_RATE, 3), "start_sample": p.start_sample,
-            "end_sample": p.end_sample, "language": r.language, "skipped": r.skipped,
-            "no_speech_prob": r.no_speech_prob, "avg_logprob": r.avg_logprob,
-            "compression_ratio": r.compression_ratio, "n_tokens": len(r.tokens), "main_calls": r.main_calls,
-            "draft_calls": r.draft_calls, "drafted": r.drafted, "accepted": r.accepted, "passes": r.passes,
-            "redecodes": [asdict(d) for d in r.redecodes]}
+    flags = {s.index: tables.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
+    return (tables.file_done(duration, done, segments, warnings, flags),
+            tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags),
+            [tables.piece_row(ctx.file_id, p, r) for p, r in done])
 
 
 def _base_row(ctx: FileContext) -> dict:
@@ -394,27 +304,22 @@ def _base_row(ctx: FileContext) -> dict:
         size, mtime = stat.st_size, stat.st_mtime
     except OSError:
         size, mtime = None, None
-    d = ctx.transcriber.models.describe()
-    return {"file_id": ctx.file_id, "path": str(ctx.path), "paths": ctx.task.paths, "size_bytes": size,
-            "mtime": mtime, "model": d["model"], "model_sha256": d["model_sha256"], "assistant": d["assistant"],
-            "runtime": d["runtime"], "finished_at": None, "config_hash": ctx.config_hash,
-            "worker": workers.worker_name()}
+    return tables.file_identity(ctx.file_id, ctx.path, ctx.task.paths, size, mtime,
+                                ctx.transcriber.models.describe(), ctx.config_hash, workers.worker_name())
 
 
 def _run_one(ctx: FileContext, summary: JobSummary) -> None:
     t0 = time.monotonic()
-    row = _base_row(ctx)
+    identity = _base_row(ctx)
     try:
         outcome, segments, pieces = transcribe_file(ctx)
     except AudioError as exc:
-        outcome, segments, pieces = {"status": "failed", "error": str(exc)}, [], []
+        outcome, segments, pieces = tables.file_failed(str(exc)), [], []
     except (RuntimeError, ValueError, MemoryError) as exc:  # a decoder failure (out of memory too) on this file only
         log.warning("decoding %s failed:\n%s", ctx.path, traceback.format_exc())
-        outcome, segments, pieces = {"status": "failed", "error": f"decoding failed: {type(exc).__name__}: {exc}"}, [], []
+        outcome, segments, pieces = tables.file_failed(f"decoding failed: {type(exc).__name__}: {exc}"), [], []
     wall = time.monotonic() - t0
-    row.update(outcome, wall_s=round(wall, 3), finished_at=_now(), decode_mode=ctx.transcriber.mode)
-    if row.get("duration_s"):
-        row["realtime_factor"] = round(row["duration_s"] / max(wall, 1e-9), 3)
+    row = tables.file_closed({**identity, **outcome}, wall, _now(), ctx.transcriber.mode)
     ctx.job.write_file(row, segments, pieces)
     for piece in pieces:
         _trace("persisted", ctx.file_id, piece["piece"])
@@ -720,11 +625,10 @@ def _decode_claimed(task: Task, held: workers.Claim, job: JobDir, transcriber: T
 def _poisoned(ctx: FileContext, deaths: int, summary: JobSummary) -> None:
     """A file that killed its worker ``deaths`` times in a row: a failed row (its checkpoints are kept, so
     --retry-failed resumes from them) instead of one more death."""
-    row = _base_row(ctx)
-    row.update(status="failed", finished_at=_now(), decode_mode=ctx.transcriber.mode,
-               error=f"a worker died {deaths} times while decoding this file (killed, out of memory, a crash in a "
-                     "native library?), the last times without saving a batch; rerun with --retry-failed to try "
-                     "again")
+    row = {**_base_row(ctx), **tables.file_failed(
+        f"a worker died {deaths} times while decoding this file (killed, out of memory, a crash in a native "
+        "library?), the last times without saving a batch; rerun with --retry-failed to try again"),
+           "finished_at": _now(), "decode_mode": ctx.transcriber.mode}
     ctx.job.write_file(row, [], [], keep_partial=True)
     summary.failed += 1
     summary.failures.append((str(ctx.path), row["error"]))

@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .audio import Piece
-from .decode import PieceResult
-from .timing import Word
-
-
-@dataclass
-class Segment:
-    index: int
-    start_s: float
-    end_s: float
-    text: str
-    piece: int
-    avg_logprob: float
-    no_speech_prob: float
-    words: list[Word] | None = None  # episode time, inside [start_s, end_s], monotonic
+from .records import PieceResult, Segment, Word
 
 
 def _r(t: float) -> float:

@@ -11,23 +11,15 @@ drafted them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .records import Word
+
 FRAMES_PER_SECOND = 50  # encoder frames: 20 ms each
 PREPEND = "\"'“¿([{-"
 APPEND = "\"'.。,，!！?？:：”)]}、"
-
-
-@dataclass
-class Word:
-    word: str  # with its leading space, as Whisper writes it
-    start_s: float
-    end_s: float
-    probability: float
 
 
 def dtw(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

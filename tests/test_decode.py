@@ -38,7 +38,7 @@ def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech
     for name, draft in [("perturbed", perturbed_draft(main.main, seed)), ("self-int8", quantized_self_draft(main.main))]:
         assisted, results = _tokens(with_assistant(main, draft, name), pieces, **FIRST_PASS)
         assert assisted == alone, f"seed {seed}, {name} draft changed the main model's tokens"
-        assert all(r.draft_calls > 0 for r in results), "the assistant never ran"
+        assert all(r.stats.draft_calls > 0 for r in results), "the assistant never ran"
 
 
 def test_real_base_with_int8_self_draft_is_token_identical(base_models, base_self_int8, speech_pieces):
@@ -46,8 +46,8 @@ def test_real_base_with_int8_self_draft_is_token_identical(base_models, base_sel
     assisted, results = _tokens(base_self_int8, speech_pieces, word_timestamps=True)
     assert assisted == alone
     for r, p in zip(results, plain):
-        assert r.draft_calls > 0 and r.accepted > 0
-        assert r.main_calls < len(r.tokens) / 2, "a good draft should save most main calls"
+        assert r.stats.draft_calls > 0 and r.stats.accepted > 0
+        assert r.stats.main_calls < len(r.tokens) / 2, "a good draft should save most main calls"
         assert [s.text for s in r.segments] == [s.text for s in p.segments]
         assert [s.words for s in r.segments] == [s.words for s in p.segments]  # timings come from the main model
 
@@ -72,7 +72,7 @@ def test_non_speech_texts(text, expected):
 
 def test_silence_is_not_decoded(tiny_en_models):
     results = Transcriber(tiny_en_models).transcribe([np.zeros(16000 * 20, np.float32)])
-    assert results[0].skipped == "silence" and results[0].segments == [] and results[0].main_calls == 0
+    assert results[0].skipped == "silence" and results[0].segments == [] and results[0].stats.main_calls == 0
 
 
 def test_assistant_checkpoints_load_decoder_only_or_seq2seq(base_models, speech_pieces, tmp_path, runtime, cache_dir):
@@ -92,4 +92,4 @@ def test_assistant_checkpoints_load_decoder_only_or_seq2seq(base_models, speech_
         draft = load_assistant(str(tmp_path / name), main.main, main.processor, runtime, cache_dir)
         assert type(draft) is kind
         assisted, results = _tokens(with_assistant(main, draft, name), speech_pieces[:1], **FIRST_PASS)
-        assert assisted == alone and results[0].draft_calls > 0
+        assert assisted == alone and results[0].stats.draft_calls > 0

@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 from pipeline.audio import SAMPLE_RATE, Piece
-from pipeline.decode.transcriber import PieceResult, RawSegment
+from pipeline.records import PieceResult, RawSegment
 from pipeline.manifest import Fingerprints, identify
-from pipeline.runner import expand_inputs, file_language
+from pipeline.runner import expand_inputs
+from pipeline.tables import file_language, segment_flags
 
 
 def _piece(index: int, seconds: float) -> Piece:
@@ -75,7 +76,6 @@ def test_inputs_are_absolute_and_a_path_given_twice_is_one_input(tmp_path, monke
 
 def test_segments_are_flagged_from_their_pieces_own_signals():
     from pipeline.decode import DecodeOptions
-    from pipeline.runner import segment_flags
 
     options = DecodeOptions()
     clean = PieceResult(language="en", no_speech_prob=0.01, avg_logprob=-0.2, compression_ratio=1.4)

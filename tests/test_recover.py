@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pipeline.decode import recover
 from pipeline.decode.recover import Candidate
-from pipeline.timing import Word
+from pipeline.records import Word
 
 LP, CR = -1.0, 2.4  # Whisper's thresholds
 

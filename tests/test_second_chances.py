@@ -113,7 +113,7 @@ def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
     for plain_models, speculative_models, pieces in pairs:
         plain = Transcriber(plain_models, DecodeOptions(language="en"), use_assistant=False).transcribe(pieces)
         speculative = Transcriber(speculative_models, DecodeOptions(language="en", batch_size=2)).transcribe(pieces)
-        assert sum(r.drafted for r in speculative) > 0 and sum(r.drafted for r in plain) == 0
+        assert sum(r.stats.drafted for r in speculative) > 0 and sum(r.stats.drafted for r in plain) == 0
         assert any(r.redecodes for r in plain)
         for p, s in zip(plain, speculative):
             assert p.tokens == s.tokens

@@ -33,9 +33,10 @@ from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneratio
 
 from ..audio import SAMPLE_RATE
 from ..models.load import Models
+from ..records import DecodeStats
 from .lean import LeanDecoder
 from .rules import WhisperRules
-from .speculative import DraftPolicy, RowStats, greedy
+from .speculative import DraftPolicy, greedy
 
 TIME_PRECISION = 0.02  # seconds per timestamp token
 FRAME_S = 0.01  # seconds per feature frame
@@ -46,8 +47,7 @@ INPUT_STRIDE = 2  # feature frames per encoder position
 class Generated:
     tokens: list[int]  # all passes' segment tokens (transformers' ``sequences`` row), no end-of-text
     segments: list[dict]  # {"start", "end" (s, piece-relative), "tokens" (list)}
-    stats: RowStats = field(default_factory=RowStats)
-    passes: int = 0
+    stats: DecodeStats = field(default_factory=DecodeStats)
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
 
 
@@ -176,9 +176,9 @@ class Generator:
                 segs, moved = split_segments(decoded.tokens[j], self.rules.ts_begin, seek[b] * TIME_PRECISION / INPUT_STRIDE, window)
                 g = out[b]
                 g.segments += segs
-                g.passes += 1
+                g.stats.passes += 1
                 g.pass_lengths.append(sum(len(s["tokens"]) for s in segs))
-                _add(g.stats, decoded.stats[j])
+                g.stats.add(decoded.stats[j])
                 seek[b] += moved
                 if self.timestamps and moved > 0 and seek[b] < features.shape[-1]:
                     still.append(b)
@@ -200,10 +200,3 @@ class Generator:
             return main_encoded
         own = feats if draft_features is None else self._window(draft_features, rows, seek)
         return self.draft_model.get_encoder()(own.to(self.draft_model.dtype)).last_hidden_state
-
-
-def _add(total: RowStats, more: RowStats) -> None:
-    total.main_calls += more.main_calls
-    total.draft_calls += more.draft_calls
-    total.drafted += more.drafted
-    total.accepted += more.accepted

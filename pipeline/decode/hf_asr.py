@@ -33,7 +33,7 @@ class RoutedGenerate:
     def __init__(self, models: Models):
         self.models = models
         self._generators: dict[tuple, Generator] = {}
-        self.last_stats = []  # per row of the last call: RowStats (main calls, drafted, accepted)
+        self.last_stats = []  # per row of the last call: DecodeStats
 
     def _generator(self, assistant, timestamps: bool) -> Generator:
         key = (id(assistant), timestamps)

@@ -46,16 +46,6 @@ def fallbacks(beams: int) -> list[tuple[str, int, float]]:
     return [(f"beam {beams}", beams, 0.0)] + [(f"temperature {t}", 1, t) for t in TEMPERATURES]
 
 
-@dataclass
-class Redecode:
-    """One second chance, as the pieces table records it (piece-relative seconds)."""
-
-    start_s: float
-    end_s: float
-    reason: str  # "uncovered speech" | "fallback: <check failed>; <beam N | temperature T>: better|not better"
-    tokens: list[int]  # text token ids kept from it (none: nothing recovered)
-
-
 @dataclass(frozen=True)
 class Candidate:
     """What Whisper's checks look at in one decoding of a piece."""

@@ -29,16 +29,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..records import DecodeStats
 from .lean import LeanDecoder
 from .rules import RuleState, WhisperRules
-
-
-@dataclass
-class RowStats:
-    main_calls: int = 0  # main-model forward passes this row took part in
-    draft_calls: int = 0  # draft forward passes this row took part in
-    drafted: int = 0  # draft tokens proposed for this row
-    accepted: int = 0  # of those, kept
 
 
 @dataclass
@@ -89,7 +82,7 @@ def _mean(old: float | None, new: float, weight: float = 0.3) -> float:
 class Decoded:
     tokens: list[list[int]]  # per row: generated ids after the prompt, without end-of-text
     finished: list[bool]  # per row: ended with end-of-text (False: stopped at the length limit)
-    stats: list[RowStats] = field(default_factory=list)
+    stats: list[DecodeStats] = field(default_factory=list)
 
 
 @torch.inference_mode()
@@ -112,7 +105,7 @@ def greedy(main: LeanDecoder, prompts: torch.Tensor, rules: WhisperRules, max_le
     live = torch.arange(rows, device=device)  # original row index of each row still in the batch
     out_tokens: list[list[int]] = [[] for _ in range(rows)]
     finished = [False] * rows
-    stats = [RowStats() for _ in range(rows)]
+    stats = [DecodeStats() for _ in range(rows)]
     if plen > 1:  # prefill all but the last prompt token; the first round feeds that one
         main.forward(prompts[:, :-1], torch.zeros(rows, dtype=torch.long, device=device))
     draft_len = torch.zeros(rows, dtype=torch.long, device=device)  # draft cache valid below this

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -41,40 +41,12 @@ import torch
 from .. import vad
 from ..audio import SAMPLE_RATE, rms_db
 from ..models.load import Models
-from ..timing import Word, word_timings
+from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
+from ..timing import word_timings
 from . import auto, recover
 from .generate import Generated, Generator
-from .recover import Redecode
 from .rules import RuleState
 from .options import DecodeOptions
-
-
-@dataclass
-class RawSegment:
-    start_s: float  # piece-relative
-    end_s: float
-    text: str
-    n_tokens: int = 0  # text tokens (no timestamps) behind this segment
-    words: list[Word] | None = None  # piece-relative, when word timestamps are on
-    ids: list[int] = field(default_factory=list, repr=False)  # those text tokens (in memory only; not persisted)
-
-
-@dataclass
-class PieceResult:
-    tokens: list[int] = field(default_factory=list)  # generated ids after the prompt, no end-of-text
-    segments: list[RawSegment] = field(default_factory=list)
-    language: str | None = None
-    no_speech_prob: float = 0.0
-    avg_logprob: float = 0.0
-    compression_ratio: float = 0.0
-    skipped: str | None = None  # "silence" | "no_voice" (VAD) | "no_speech" (Whisper): no text on purpose
-    speech: list[tuple[float, float]] | None = None  # VAD spans, piece-relative
-    main_calls: int = 0  # main-model decoder forward passes this piece took part in
-    draft_calls: int = 0  # draft-model forward passes this piece took part in
-    drafted: int = 0  # draft tokens proposed
-    accepted: int = 0  # draft tokens kept (each equal to the main model's own choice)
-    passes: int = 0  # decoding passes over the piece (transformers' seek rule may add a second)
-    redecodes: list[Redecode] = field(default_factory=list)  # second chances: fallback, uncovered speech
 
 
 def _special(tokenizer, *names: str) -> int | None:
@@ -244,7 +216,7 @@ class Transcriber:
                 r.redecodes.append(Redecode(0.0, round(len(audio[i]) / SAMPLE_RATE, 3),
                                             f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
                                             [t for t in again.tokens if t < self.eot] if keep else []))
-                r.main_calls += again.stats.main_calls
+                r.stats.main_calls += again.stats.main_calls
                 if keep:
                     generated[i], best = again, candidate
                     r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
@@ -265,9 +237,7 @@ class Transcriber:
         segs = [{"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(t) for t in seg["tokens"]]}
                 for seg in segments or []]
         ids = [t for seg in segs for t in seg["tokens"]]
-        g = Generated(ids, segs, passes=1, pass_lengths=[len(ids)])
-        g.stats.main_calls = calls
-        return g
+        return Generated(ids, segs, DecodeStats(main_calls=calls, passes=1), pass_lengths=[len(ids)])
 
     def _cover(self, audio: list[np.ndarray], results: list[PieceResult]) -> None:
         """The coverage check (``recover.py``): voice no text covers is decoded again as short clips, in
@@ -299,8 +269,7 @@ class Transcriber:
                 r.redecodes += [Redecode(round(d.start_s + lo, 3), round(d.end_s + lo, 3), d.reason, d.tokens)
                                 for d in sub.redecodes]
                 r.redecodes.append(Redecode(round(lo, 3), round(hi, 3), "uncovered speech", [t for s in new for t in s.ids]))
-                for name in ("main_calls", "draft_calls", "drafted", "accepted"):
-                    setattr(r, name, getattr(r, name) + getattr(sub, name))
+                r.stats.add(DecodeStats(**{**vars(sub.stats), "passes": 0}))  # passes count the piece's own
                 if new:
                     r.segments = recover.merge(r.segments, new)
                     progress = True
@@ -383,8 +352,7 @@ class Transcriber:
             generated += generator.generate(features[part], prompts[part], encoded[part],
                                             None if draft_features is None else draft_features[part])
         for r, g in zip(results, generated):
-            r.main_calls, r.draft_calls = g.stats.main_calls, g.stats.draft_calls
-            r.drafted, r.accepted, r.passes = g.stats.drafted, g.stats.accepted, g.passes
+            r.stats = replace(g.stats)
         return generated
 
     @property
