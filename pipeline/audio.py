@@ -14,8 +14,9 @@ from pathlib import Path
 import ffmpeg
 import numpy as np
 
-SAMPLE_RATE = 16000
-FRAME = 320  # 20 ms energy frames
+from .whisper import SAMPLE_RATE
+
+ENERGY_FRAME = SAMPLE_RATE // 50  # samples per 20 ms energy frame (silence search)
 
 
 class AudioError(RuntimeError):
@@ -208,10 +209,10 @@ def decode(path: Path, expected_s: float | None = None) -> np.ndarray:
 
 def frame_db(samples: np.ndarray) -> np.ndarray:
     """Energy in dBFS of consecutive 20 ms frames."""
-    n = len(samples) // FRAME
+    n = len(samples) // ENERGY_FRAME
     if n == 0:
         return np.full(1, -120.0)
-    frames = samples[: n * FRAME].reshape(n, FRAME).astype(np.float64)
+    frames = samples[: n * ENERGY_FRAME].reshape(n, ENERGY_FRAME).astype(np.float64)
     return 10 * np.log10(np.mean(frames**2, axis=1) + 1e-12)
 
 
@@ -225,7 +226,7 @@ def choose_cut(samples: np.ndarray, opts: CutOptions) -> int:
     """Sample index in [min_s, max_s] where to cut: the middle of the longest silence there,
     else the quietest 20 ms frame (smoothed over 100 ms) before the maximum."""
     db = frame_db(samples[: int(opts.max_s * SAMPLE_RATE)])
-    lo = int(opts.min_s * SAMPLE_RATE) // FRAME
+    lo = int(opts.min_s * SAMPLE_RATE) // ENERGY_FRAME
     hi = len(db)
     window = db[lo:hi]
     if len(window) == 0:
@@ -241,9 +242,9 @@ def choose_cut(samples: np.ndarray, opts: CutOptions) -> int:
             if i - run_start >= best_len:  # ties go to the later silence: longer pieces
                 best, best_len = (run_start + i) // 2, i - run_start
             run_start = None
-    if best is None or best_len * FRAME < opts.min_silence_s * SAMPLE_RATE:
+    if best is None or best_len * ENERGY_FRAME < opts.min_silence_s * SAMPLE_RATE:
         best = int(np.argmin(smooth))
-    return (lo + best) * FRAME + FRAME // 2
+    return (lo + best) * ENERGY_FRAME + ENERGY_FRAME // 2
 
 
 def pause_cut(samples: np.ndarray, opts: CutOptions, speech: list[tuple[float, float]]) -> int | None:

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from .records import Word
+from .whisper import ENCODER_FRAMES_PER_S
 
-FRAMES_PER_SECOND = 50  # encoder frames: 20 ms each
 PREPEND = "\"'“¿([{-"
 APPEND = "\"'.。,，!！?？:：”)]}、"
 
@@ -151,7 +151,7 @@ def word_timings(models, encoded: torch.Tensor, prompts: list[list[int]], texts:
     """
     main, tok = models.main, models.tokenizer
     gen = main.generation_config
-    eot, no_ts = gen.eos_token_id, gen.no_timestamps_token_id
+    eot, no_ts = models.tokens.eot, models.tokens.no_timestamps
     limit = main.config.max_target_positions
     rows = [(p + [no_ts] + t + [eot])[:limit] for p, t in zip(prompts, texts)]
     width = max(map(len, rows))
@@ -173,14 +173,14 @@ def word_timings(models, encoded: torch.Tensor, prompts: list[list[int]], texts:
             continue
         n_prompt = len(prompt) + 1
         text = text[: len(rows[b]) - n_prompt - 1]
-        frames = max(1, min(encoded.shape[1], int(round(duration * FRAMES_PER_SECOND))))
+        frames = max(1, min(encoded.shape[1], int(round(duration * ENCODER_FRAMES_PER_S))))
         w = weights[b, :, :, :frames]
         w = (w - w.mean(dim=-2, keepdim=True)) / w.std(dim=-2, keepdim=True).clamp_min(1e-8)
         w = _median_filter(w).mean(0)
         matrix = w[n_prompt - 1 : n_prompt + len(text)]  # from the last prompt token: each text token + end
         token_rows, time_cols = dtw(-matrix.cpu().double().numpy())
         jumps = np.pad(np.diff(token_rows), (1, 0), constant_values=1).astype(bool)
-        jump_times = time_cols[jumps] / FRAMES_PER_SECOND
+        jump_times = time_cols[jumps] / ENCODER_FRAMES_PER_S
         token_p = probs[b, torch.arange(n_prompt - 1, n_prompt - 1 + len(text)), torch.tensor(text)].tolist()
         words, pos = [], 0
         for group in _word_groups(tok, text):

@@ -31,16 +31,13 @@ import torch
 import torch.nn.functional as F
 from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
 
-from ..audio import SAMPLE_RATE
 from ..models.load import Models
 from ..records import DecodeStats
+from ..whisper import ENCODER_STRIDE, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
 from .lean import LeanDecoder
 from .rules import WhisperRules
 from .speculative import DraftPolicy, greedy
 
-TIME_PRECISION = 0.02  # seconds per timestamp token
-FRAME_S = 0.01  # seconds per feature frame
-INPUT_STRIDE = 2  # feature frames per encoder position
 
 
 @dataclass
@@ -81,8 +78,8 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
     cuts = [i + 1 for i in range(len(is_ts) - 1) if is_ts[i] and is_ts[i + 1]]
     if not cuts:  # one segment: up to the last timestamp if any (but <|0.00|>), else the whole window
         stamps = [t for t, ts in zip(seq, is_ts) if ts]
-        last = stamps[-1] - ts_begin if stamps and stamps[-1] != ts_begin else int(window_frames * FRAME_S / TIME_PRECISION)
-        return [{"start": offset_s, "end": offset_s + last * TIME_PRECISION, "tokens": seq}], window_frames
+        last = stamps[-1] - ts_begin if stamps and stamps[-1] != ts_begin else int(window_frames * MEL_FRAME_S / TIMESTAMP_S)
+        return [{"start": offset_s, "end": offset_s + last * TIMESTAMP_S, "tokens": seq}], window_frames
     if single_ending:
         cuts.append(len(seq))
     else:
@@ -91,12 +88,12 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
     for i, cut in enumerate(cuts):
         part = seq[begin:cut]
         end_index = -1 if i < len(cuts) - 1 or single_ending else -2
-        segments.append({"start": offset_s + (part[0] - ts_begin) * TIME_PRECISION,
-                         "end": offset_s + (part[end_index] - ts_begin) * TIME_PRECISION, "tokens": part})
+        segments.append({"start": offset_s + (part[0] - ts_begin) * TIMESTAMP_S,
+                         "end": offset_s + (part[end_index] - ts_begin) * TIMESTAMP_S, "tokens": part})
         begin = cut
     if single_ending:
         return segments, window_frames
-    return segments, (seq[begin - 2] - ts_begin) * INPUT_STRIDE
+    return segments, (seq[begin - 2] - ts_begin) * ENCODER_STRIDE
 
 
 class Generator:
@@ -109,7 +106,7 @@ class Generator:
         self.rules = WhisperRules(self.gen, main.config.vocab_size, timestamps, models.runtime.device)
         self.max_length = self.gen.max_length or main.config.max_target_positions
         self.max_positions = main.config.max_target_positions
-        self.window = main.config.max_source_positions * INPUT_STRIDE  # 3000 frames
+        self.window = main.config.max_source_positions * ENCODER_STRIDE  # 3000 frames
         self.main = LeanDecoder(main)
         assistant = models.assistant if use_assistant else None
         self.draft = LeanDecoder(assistant, exact=False) if assistant is not None else None
@@ -129,19 +126,14 @@ class Generator:
 
     def context(self, initial_prompt: str | None, hotwords: str | None) -> list[int]:
         """The previous-text tokens for this model's tokenizer (see ``context_tokens``)."""
-        tok = self.models.tokenizer
-        prev_sot = getattr(self.gen, "prev_sot_token_id", None) or tok.convert_tokens_to_ids("<|startofprev|>")
-        return context_tokens(tok, prev_sot, self.gen.eos_token_id, initial_prompt, hotwords, self.max_positions // 2 - 1)
+        tokens = self.models.tokens
+        return context_tokens(self.models.tokenizer, tokens.prev_sot, tokens.eot, initial_prompt, hotwords,
+                              self.max_positions // 2 - 1)
 
     def prompt(self, language: str | None, task: str = "transcribe", context: list[int] = ()) -> list[int]:
         """The decoder's start: ``context`` (``<|startofprev|>`` + text, or nothing), then
         ``<|startoftranscript|>``, language and task (multilingual models), ``<|notimestamps|>`` without timestamps."""
-        ids = [*context, self.gen.decoder_start_token_id]
-        if getattr(self.gen, "is_multilingual", False):
-            ids += [self.gen.lang_to_id[f"<|{language}|>"], self.gen.task_to_id[task]]
-        if not self.timestamps:
-            ids.append(self.gen.no_timestamps_token_id)
-        return ids
+        return self.models.tokens.prompt(language, task, self.timestamps, context)
 
     @torch.inference_mode()
     def generate(self, features: torch.Tensor, prompts: list[list[int]], encoded: torch.Tensor | None = None,
@@ -173,7 +165,7 @@ class Generator:
             still = []
             for j, b in enumerate(pending):
                 window = min(self.window, features.shape[-1] - seek[b])
-                segs, moved = split_segments(decoded.tokens[j], self.rules.ts_begin, seek[b] * TIME_PRECISION / INPUT_STRIDE, window)
+                segs, moved = split_segments(decoded.tokens[j], self.rules.ts_begin, seek[b] * TIMESTAMP_S / ENCODER_STRIDE, window)
                 g = out[b]
                 g.segments += segs
                 g.stats.passes += 1

@@ -65,8 +65,7 @@ class RoutedGenerate:
         features = input_features.to(self.models.runtime.device, main.dtype)
         rows = features.shape[0]
         encoded = main.get_encoder()(features).last_hidden_state  # once: language detection and decoding share it
-        languages = self._languages(language, encoded) if getattr(main.generation_config, "is_multilingual",
-                                                                     False) else [None] * rows
+        languages = self._languages(language, encoded) if self.models.tokens.multilingual else [None] * rows
         context = [int(t) for t in prompt_ids] if prompt_ids is not None else []
         prompts = [generator.prompt(lang, task or "transcribe", context) for lang in languages]
         out = generator.generate(features, prompts, encoded)
@@ -84,7 +83,7 @@ class RoutedGenerate:
         return {"sequences": sequences, "segments": segments}
 
     def _languages(self, language, encoded) -> list[str]:
-        lang_to_id = self.models.main.generation_config.lang_to_id
+        lang_to_id = self.models.tokens.language_ids
         if language is not None:
             given = language if isinstance(language, list) else [language] * encoded.shape[0]
             return [_language_code(lang, lang_to_id) for lang in given]

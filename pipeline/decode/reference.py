@@ -17,6 +17,8 @@ from contextlib import contextmanager
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
+from ..whisper import Tokens
+
 
 class CallCounter:
     """Counts forward calls of a module while active (proves that an assistant really ran)."""
@@ -66,7 +68,7 @@ def generate_kwargs(model, languages: list[str | None], timestamps: bool = True,
         kwargs["max_new_tokens"] = max_new_tokens
     if temperature > 0:
         kwargs["temperature"] = temperature
-    if getattr(model.generation_config, "is_multilingual", False):
+    if Tokens.of(model.generation_config).multilingual:
         kwargs.update(language=languages if len(set(languages)) > 1 else languages[0], task=task)
     return kwargs
 
@@ -82,7 +84,7 @@ def hf_generate(model, features: torch.Tensor, languages: list[str | None], time
                 prompt_ids: list[int] | None = None, num_beams: int = 1, temperature: float = 0.0,
                 max_new_tokens: int | None = None):
     """Per row: (token ids after the prompt without end-of-text, segment dicts, (main calls, draft calls))."""
-    eot = model.generation_config.eos_token_id
+    eot = Tokens.of(model.generation_config).eot
     main_counter, draft_counter = CallCounter(model), CallCounter(assistant)
     if encoded is None:
         encoded = model.get_encoder()(features).last_hidden_state
@@ -111,5 +113,4 @@ def hf_generate(model, features: torch.Tensor, languages: list[str | None], time
 
 
 def _prompt_len(model, timestamps: bool) -> int:
-    multilingual = getattr(model.generation_config, "is_multilingual", False)
-    return 1 + (2 if multilingual else 0) + (0 if timestamps else 1)
+    return len(Tokens.of(model.generation_config).prompt("en", timestamps=timestamps))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..whisper import Tokens
+
 NEG_INF = float("-inf")
 
 
@@ -50,9 +52,10 @@ class WhisperRules:
     def __init__(self, generation_config, vocab_size: int, timestamps: bool, device):
         g = generation_config
         self.timestamps = timestamps
-        self.eot = g.eos_token_id
-        self.no_timestamps = g.no_timestamps_token_id
-        self.ts_begin = self.no_timestamps + 1
+        tokens = Tokens.of(g)
+        self.eot = tokens.eot
+        self.no_timestamps = tokens.no_timestamps
+        self.ts_begin = tokens.timestamp_begin
         self.max_initial = getattr(g, "max_initial_timestamp_index", None)
         self.vocab = torch.arange(vocab_size, device=device)
         self.always = torch.zeros(vocab_size, dtype=torch.bool, device=device)

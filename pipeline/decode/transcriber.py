@@ -49,14 +49,6 @@ from .rules import RuleState
 from .options import DecodeOptions
 
 
-def _special(tokenizer, *names: str) -> int | None:
-    for name in names:
-        tid = tokenizer.convert_tokens_to_ids(name)
-        if isinstance(tid, int) and tid != tokenizer.unk_token_id:
-            return tid
-    return None
-
-
 _NON_SPEECH = re.compile(r"^\s*([\[\(][^\]\)]*[\]\)]\s*)+$")
 
 
@@ -79,14 +71,9 @@ class Transcriber:
     def __init__(self, models: Models, options: DecodeOptions = DecodeOptions(), use_assistant: bool = True):
         self.models = models
         self.options = options
-        tok = models.tokenizer
-        gen = models.main.generation_config
-        self.eot = gen.eos_token_id
-        self.sot = gen.decoder_start_token_id
-        self.no_speech = _special(tok, "<|nospeech|>", "<|nocaptions|>")
-        self.multilingual = bool(getattr(gen, "is_multilingual", False))
-        self.lang_to_id = dict(getattr(gen, "lang_to_id", None) or {})
-        self.allowed_languages = {t: i for t, i in self.lang_to_id.items()
+        self.tokens = tokens = models.tokens
+        self.multilingual = tokens.multilingual
+        self.allowed_languages = {t: i for t, i in tokens.language_ids.items()
                                   if options.languages is None or t[2:-2] in options.languages}
         if self.multilingual and not self.allowed_languages:
             raise ValueError(f"none of the languages {options.languages} is known to {models.main_ref.name!r}")
@@ -215,7 +202,7 @@ class Transcriber:
                 keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
                 r.redecodes.append(Redecode(0.0, round(len(audio[i]) / SAMPLE_RATE, 3),
                                             f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
-                                            [t for t in again.tokens if t < self.eot] if keep else []))
+                                            [t for t in again.tokens if t < self.tokens.eot] if keep else []))
                 r.stats.main_calls += again.stats.main_calls
                 if keep:
                     generated[i], best = again, candidate
@@ -298,7 +285,7 @@ class Transcriber:
         out: list[list[Word] | None] = [None] * len(generated)
         if not rows:
             return out
-        texts = [[t for t in generated[i].tokens if t < self.eot] for i in rows]
+        texts = [[t for t in generated[i].tokens if t < self.tokens.eot] for i in rows]
         prompts = [self.plain.prompt(languages[i], o.task) for i in rows]  # no context: whisper's way
         timed = word_timings(self.models, encoded[rows], prompts, texts, [len(audio[i]) / SAMPLE_RATE for i in rows])
         for i, row_words in zip(rows, timed):
@@ -327,15 +314,15 @@ class Transcriber:
         n = encoded.shape[0]
         wanted = [lang or self.options.language for lang in (languages or [None] * n)]
         logits = first_step_logits(self.models.main, encoded, self.context)
-        no_speech = logits.softmax(-1)[:, self.no_speech].tolist() if self.no_speech is not None else [0.0] * n
+        no_speech = logits.softmax(-1)[:, self.tokens.no_speech].tolist() if self.tokens.no_speech is not None else [0.0] * n
         if not self.multilingual:
             return no_speech, ["en"] * n
         if all(wanted):
-            return no_speech, [_language_code(lang, self.lang_to_id) for lang in wanted]
+            return no_speech, [_language_code(lang, self.tokens.language_ids) for lang in wanted]
         if self.context:
             logits = first_step_logits(self.models.main, encoded)
         detected = most_likely_languages(logits, self.allowed_languages)
-        return no_speech, [_language_code(lang, self.lang_to_id) if lang else d for lang, d in zip(wanted, detected)]
+        return no_speech, [_language_code(lang, self.tokens.language_ids) if lang else d for lang, d in zip(wanted, detected)]
 
     def _generate(self, features, encoded, languages, audio, results) -> list[Generated]:
         """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
@@ -372,9 +359,9 @@ class Transcriber:
         """
         prompts = [self._prompt(lang) for lang in languages]
         limit = self.models.main.config.max_target_positions + 1  # a second pass can make a row longer
-        rows = [(p + g.tokens + [self.eot])[:limit] for p, g in zip(prompts, generated)]
+        rows = [(p + g.tokens + [self.tokens.eot])[:limit] for p, g in zip(prompts, generated)]
         width = max(map(len, rows))
-        ids = torch.tensor([r + [self.eot] * (width - len(r)) for r in rows], device=encoded.device)
+        ids = torch.tensor([r + [self.tokens.eot] * (width - len(r)) for r in rows], device=encoded.device)
         logits = self.models.main(encoder_outputs=(encoded,), decoder_input_ids=ids[:, :-1]).logits
         rules = self.plain.rules
         for b, (r, p, row, g) in enumerate(zip(results, prompts, rows, generated)):
@@ -408,7 +395,7 @@ class Transcriber:
         """Text segments with piece-relative times, clamped into the piece."""
         out = []
         for seg in generated:
-            ids = [t for t in seg["tokens"] if t < self.eot]
+            ids = [t for t in seg["tokens"] if t < self.tokens.eot]
             text = self.models.tokenizer.decode(ids).strip()
             start = min(float(seg["start"]), duration_s)
             end = min(max(float(seg["end"]), start), duration_s)

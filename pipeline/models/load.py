@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from transformers import (
 )
 
 from ..runtime import Runtime
+from ..whisper import Tokens
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, resolve
 AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
@@ -36,6 +38,11 @@ class Models:
     @property
     def tokenizer(self):
         return self.processor.tokenizer
+
+    @functools.cached_property
+    def tokens(self) -> Tokens:
+        """The main model's special tokens and prompts (the assistant shares its vocabulary: checked at load)."""
+        return Tokens.of(self.main.generation_config, self.tokenizer)
 
     def describe(self) -> dict:
         return {
