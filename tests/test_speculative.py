@@ -21,7 +21,7 @@ from transformers.generation.logits_process import (
 
 from pipeline import audio
 from pipeline.decode.generate import Generator
-from pipeline.decode.lean import LeanDecoder
+from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.reference import hf_generate
 from pipeline.decode.rules import RuleState, WhisperRules
 from pipeline.decode.speculative import DraftPolicy
@@ -115,35 +115,34 @@ def test_rules_equal_transformers_processors(base_models):
             state = RuleState.initial(rows, "cpu")
             for j in range(length):
                 state = rules.advance(state, ids[:, len(prompt) + j])
-            got = rules.apply(logits.clone()[:, None], RuleState(*(t[:, None] for t in (
-                state.n_gen, state.last_ts, state.pen_ts, state.ts_last))))[:, 0]
+            got = rules.apply(logits.clone()[:, None], state.positions())[:, 0]
             assert torch.equal(torch.isinf(got), torch.isinf(expected)), f"length {length}, timestamps {timestamps}"
             assert torch.equal(got.argmax(-1), expected.argmax(-1))
 
 
-def test_lean_decoder_logits_equal_transformers_forward(base_models):
+def test_kv_cache_decoder_logits_equal_transformers_forward(base_models):
     """Rows at different lengths, fed in uneven chunks, give transformers' logits for their own prefixes."""
     models = tiny_random_models(base_models, 11)
     torch.manual_seed(0)
     encoded = torch.randn(3, 1500, 64)
     ids = torch.randint(0, 50000, (3, 24))
     expected = models.main(encoder_outputs=(encoded,), decoder_input_ids=ids).logits
-    lean = LeanDecoder(models.main)
-    lean.start(encoded, 64)
+    decoder = KVCacheDecoder(models.main)
+    decoder.start(encoded, 64)
     lengths = torch.tensor([5, 9, 2])  # per-row prefill
     width = int(lengths.max())
     feed = torch.stack([torch.cat([ids[b, : lengths[b]], ids[b, : width - lengths[b]]]) for b in range(3)])
     # first call: every row starts at 0 with `width` tokens (the tail of short rows is scratch, overwritten later)
-    lean.forward(feed, torch.zeros(3, dtype=torch.long))
+    decoder.forward(feed, torch.zeros(3, dtype=torch.long))
     got = []
     for step in range(6):  # then 2 tokens per row from each row's own length
         start = lengths + 2 * step
         chunk = torch.stack([ids[b, start[b] : start[b] + 2] for b in range(3)])
-        got.append((start, lean.forward(chunk, start)))
+        got.append((start, decoder.forward(chunk, start)))
     for start, logits in got:
         for b in range(3):
             ref = expected[b, start[b] : start[b] + 2]
-            assert torch.allclose(logits[b], ref, atol=1e-4), "lean forward differs from transformers"
+            assert torch.allclose(logits[b], ref, atol=1e-4), "decoder forward differs from transformers"
 
 
 # -- token identity ------------------------------------------------------------------

@@ -3,7 +3,7 @@
 - ``transcriber.py``: the stage's entry point (gates, encoder, language, scoring, segments);
 - ``generate.py``: Whisper generation with podscribe's own loop (passes, segments);
 - ``speculative.py``: the batched greedy / speculative loop (draft, verify, accept);
-- ``lean.py``: the decoder forward with a preallocated per-row KV cache;
+- ``kv_cache.py``: the decoder forward with a preallocated per-row KV cache;
 - ``rules.py``: Whisper's logits rules (suppression, timestamps), vectorised;
 - ``recover.py``: second chances: the coverage check and the beam fallback (pure decisions);
 - ``reference.py``: transformers' own generate, the reference the tests and benchmark compare with;

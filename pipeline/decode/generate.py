@@ -34,7 +34,7 @@ from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneratio
 from ..models.load import Models
 from ..records import DecodeStats
 from ..whisper import ENCODER_STRIDE, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
-from .lean import LeanDecoder
+from .kv_cache import KVCacheDecoder
 from .rules import WhisperRules
 from .speculative import DraftPolicy, greedy
 
@@ -107,9 +107,9 @@ class Generator:
         self.max_length = self.gen.max_length or main.config.max_target_positions
         self.max_positions = main.config.max_target_positions
         self.window = main.config.max_source_positions * ENCODER_STRIDE  # 3000 frames
-        self.main = LeanDecoder(main)
+        self.main = KVCacheDecoder(main)
         assistant = models.assistant if use_assistant else None
-        self.draft = LeanDecoder(assistant, exact=False) if assistant is not None else None
+        self.draft = KVCacheDecoder(assistant, exact=False) if assistant is not None else None
         self.seq2seq_draft = isinstance(assistant, WhisperForConditionalGeneration)
         self.draft_model = assistant
         self.draft_extractor = None

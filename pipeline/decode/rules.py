@@ -28,10 +28,10 @@ NEG_INF = float("-inf")
 class RuleState:
     """Per-row state after the tokens generated so far ([B] tensors)."""
 
-    n_gen: torch.Tensor  # tokens generated after the prompt
-    last_ts: torch.Tensor  # bool: the last generated token is a timestamp
-    pen_ts: torch.Tensor  # bool: fewer than 2 generated, or the one before the last is a timestamp
-    ts_last: torch.Tensor  # the last timestamp token generated, -1 if none
+    n_generated: torch.Tensor  # tokens generated after the prompt
+    last_was_timestamp: torch.Tensor  # bool: the last generated token is a timestamp
+    before_last_was_timestamp: torch.Tensor  # bool: fewer than 2 generated, or the one before the last is a timestamp
+    last_timestamp: torch.Tensor  # the last timestamp token generated, -1 if none
 
     @classmethod
     def initial(cls, rows: int, device) -> RuleState:
@@ -39,13 +39,27 @@ class RuleState:
                    torch.ones(rows, dtype=torch.bool, device=device),
                    torch.full((rows,), -1, dtype=torch.long, device=device))
 
+    def map(self, fn) -> RuleState:
+        """The same function applied to every field (selecting rows, adding a position axis, ...)."""
+        return RuleState(*(fn(t) for t in vars(self).values()))
+
+    @classmethod
+    def join(cls, states: list[RuleState], dim: int, stack: bool = False) -> RuleState:
+        """States concatenated (or stacked) field by field along ``dim``."""
+        combine = torch.stack if stack else torch.cat
+        return cls(*(combine([getattr(s, f) for s in states], dim) for f in vars(states[0])))
+
     def select(self, rows: torch.Tensor) -> RuleState:
-        return RuleState(self.n_gen[rows], self.last_ts[rows], self.pen_ts[rows], self.ts_last[rows])
+        return self.map(lambda t: t[rows])
 
     def select_at(self, index: torch.Tensor) -> RuleState:
         """From [B, Q] states, each row's state at position index[b]."""
         pick = index[:, None]
-        return RuleState(*(t.gather(1, pick)[:, 0] for t in (self.n_gen, self.last_ts, self.pen_ts, self.ts_last)))
+        return self.map(lambda t: t.gather(1, pick)[:, 0])
+
+    def positions(self) -> RuleState:
+        """[B] states as [B, 1]: one position per row."""
+        return self.map(lambda t: t[:, None])
 
 
 class WhisperRules:
@@ -76,15 +90,15 @@ class WhisperRules:
     def advance(self, s: RuleState, token: torch.Tensor) -> RuleState:
         """The state after appending ``token`` ([B]) to each row."""
         ts = token >= self.ts_begin
-        return RuleState(s.n_gen + 1, ts, (s.n_gen == 0) | s.last_ts, torch.where(ts, token, s.ts_last))
+        return RuleState(s.n_generated + 1, ts, (s.n_generated == 0) | s.last_was_timestamp,
+                         torch.where(ts, token, s.last_timestamp))
 
     def expand(self, s: RuleState, drafts: torch.Tensor) -> RuleState:
         """States for positions 0..k of a verification pass ([B, k+1] each) given drafts [B, k]."""
         states = [s]
         for j in range(drafts.shape[1]):
             states.append(self.advance(states[-1], drafts[:, j]))
-        return RuleState(*(torch.stack([getattr(x, f) for x in states], 1)
-                           for f in ("n_gen", "last_ts", "pen_ts", "ts_last")))
+        return RuleState.join(states, 1, stack=True)
 
     # -- masks ------------------------------------------------------------------
 
@@ -94,17 +108,17 @@ class WhisperRules:
         Masks are written into slices (text part, timestamp part) rather than built over the whole
         vocabulary per rule: this runs once per draft step and once per verify pass."""
         logits.masked_fill_(self.always, NEG_INF)
-        first = s.n_gen == 0
+        first = s.n_generated == 0
         if bool(first.any()):
             logits.masked_fill_(first[..., None] & self.at_begin, NEG_INF)
         if self.timestamps:
             tb = self.ts_begin
-            pair_closed = s.last_ts & s.pen_ts  # two timestamps in a row: text must follow
-            pair_open = s.last_ts & ~s.pen_ts  # a segment ended: its closing twin or end of text
+            pair_closed = s.last_was_timestamp & s.before_last_was_timestamp  # two timestamps in a row: text must follow
+            pair_open = s.last_was_timestamp & ~s.before_last_was_timestamp  # a segment ended: its twin or end of text
             logits[..., tb:].masked_fill_(pair_closed[..., None], NEG_INF)
             logits[..., : self.eot].masked_fill_(pair_open[..., None], NEG_INF)
-            has_ts = s.ts_last >= 0
-            floor = torch.where(has_ts & ~pair_open, s.ts_last + 1, torch.where(has_ts, s.ts_last, tb))
+            has_ts = s.last_timestamp >= 0
+            floor = torch.where(has_ts & ~pair_open, s.last_timestamp + 1, torch.where(has_ts, s.last_timestamp, tb))
             logits[..., tb:].masked_fill_(self.vocab[tb:] < floor[..., None], NEG_INF)
             logprobs = logits.float().log_softmax(-1)  # as transformers computes it, for the same comparison
             ts_mass = logprobs[..., tb:].logsumexp(-1)

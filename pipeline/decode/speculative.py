@@ -13,13 +13,14 @@ One loop serves both modes. Each round:
 
 The committed tokens are therefore exactly those of greedy decoding with the
 main model alone: a draft token only survives where the main model would have
-picked it. Rows keep their own lengths in the KV caches (see ``lean.py``); a row
+picked it. Rows keep their own lengths in the KV caches (see ``kv_cache.py``); a row
 that rejects early costs the others nothing but the k+1-wide verify pass they
 share. Finished rows (end of text, or the 448-token limit) leave the batch.
 
-``k`` adapts to what the batch accepts: +2 when every row accepted all drafts,
--1 when the rows accepted less than half on average (min 1, max ``max_draft``).
-With no draft, k is 0 and a round is a plain greedy step.
+``k`` is chosen each round by ``DraftPolicy`` from what it measures (how often draft and
+main agree, how long a draft step and a verify pass of each width take). With no draft,
+k is 0 and a round is a plain greedy step. ``greedy`` reads as its four steps: ``_draft``,
+``_verify``, ``_accepted``, ``_commit``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..records import DecodeStats
-from .lean import LeanDecoder
+from .kv_cache import KVCacheDecoder
 from .rules import RuleState, WhisperRules
 
 
@@ -86,75 +87,61 @@ class Decoded:
 
 
 @torch.inference_mode()
-def greedy(main: LeanDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int,
-           draft: LeanDecoder | None = None, policy: DraftPolicy | None = None) -> Decoded:
+def greedy(main: KVCacheDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int,
+           draft: KVCacheDecoder | None = None, policy: DraftPolicy | None = None) -> Decoded:
     """Decode rows whose encoder output is already loaded into ``main`` (and ``draft``) via ``start``.
 
     ``prompts``: [B, P] — every row's prompt has the same length. ``max_length``
     counts the prompt too (Whisper's 448).
     """
     device = prompts.device
-    rows, plen = prompts.shape
+    rows, prompt_len = prompts.shape
     policy = policy or DraftPolicy()
     k = (policy.k or policy.start) if draft is not None else 0
     capacity = max_length + policy.max_draft + 2
     tokens = torch.full((rows, capacity), rules.eot, dtype=torch.long, device=device)
-    tokens[:, :plen] = prompts
-    length = torch.full((rows,), plen, dtype=torch.long, device=device)
+    tokens[:, :prompt_len] = prompts
+    length = torch.full((rows,), prompt_len, dtype=torch.long, device=device)
     state = RuleState.initial(rows, device)
     live = torch.arange(rows, device=device)  # original row index of each row still in the batch
     out_tokens: list[list[int]] = [[] for _ in range(rows)]
     finished = [False] * rows
     stats = [DecodeStats() for _ in range(rows)]
-    if plen > 1:  # prefill all but the last prompt token; the first round feeds that one
+    if prompt_len > 1:  # prefill all but the last prompt token; the first round feeds that one
         main.forward(prompts[:, :-1], torch.zeros(rows, dtype=torch.long, device=device))
-    draft_len = torch.zeros(rows, dtype=torch.long, device=device)  # draft cache valid below this
+    draft_seen = torch.zeros(rows, dtype=torch.long, device=device)  # the draft's cache holds tokens below this
     while live.numel():
-        room = int((max_length - length).min())  # tokens every row may still add
-        kk = min(k, room - 1) if draft is not None else 0
+        headroom = int((max_length - length).min())  # tokens every row may still add
+        n_drafts = min(k, headroom - 1) if draft is not None else 0
         t0 = time.perf_counter()
-        drafts = _draft(draft, tokens, length, draft_len, state, rules, kk) if kk > 0 else None
-        kk = drafts.shape[1] if drafts is not None else 0  # fewer when every row drafted its end of text
+        drafts = _draft(draft, tokens, length, draft_seen, state, rules, n_drafts) if n_drafts > 0 else None
+        n_drafts = drafts.shape[1] if drafts is not None else 0  # fewer when every row drafted its end of text
         t1 = time.perf_counter()
-        feed = tokens.gather(1, (length - 1)[:, None])
+        target, states = _verify(main, tokens, length, drafts, state, rules)
+        accepted = _accepted(drafts, target)
         if drafts is not None:
-            feed = torch.cat([feed, drafts], 1)
-        logits = main.forward(feed, length - 1)
-        states = rules.expand(state, drafts) if drafts is not None else _unsqueeze(state)
-        target = rules.apply(logits, states).argmax(-1)  # [B, kk+1]
-        if drafts is not None:
-            accepted = (drafts == target[:, :-1]).long().cumprod(1).sum(1)
-            draft_len = length + accepted.clamp(max=kk - 1)
-        else:
-            accepted = torch.zeros(live.numel(), dtype=torch.long, device=device)
-        # the row gains target[:accepted+1]: its accepted drafts (equal to the main model's choices) and the main
-        # model's own token after them — cut at end of text and at the length limit
-        steps = torch.arange(kk + 1, device=device)
-        tokens.scatter_(1, length[:, None] + steps, target)
-        is_eot = (target == rules.eot) & (steps <= accepted[:, None])
-        gained = torch.where(is_eot.any(1), is_eot.long().argmax(1) + 1, accepted + 1)
-        gained = torch.minimum(gained, max_length - length)
-        done = is_eot.any(1) | (length + gained >= max_length)
+            draft_seen = length + accepted.clamp(max=n_drafts - 1)
+        gained, done = _commit(tokens, length, target, accepted, rules.eot, max_length)
         state = rules.advance(states.select_at(accepted), target.gather(1, accepted[:, None])[:, 0])
         length = length + gained
         for b, a, g in zip(live.tolist(), accepted.tolist(), gained.tolist()):
             s = stats[b]
             s.main_calls += 1
-            if kk:
-                s.draft_calls += kk
-                s.drafted += kk
+            if n_drafts:
+                s.draft_calls += n_drafts
+                s.drafted += n_drafts
                 s.accepted += min(a, g - 1)
         if drafts is not None:
-            policy.observe(kk, accepted.tolist(), t1 - t0, time.perf_counter() - t1)
+            policy.observe(n_drafts, accepted.tolist(), t1 - t0, time.perf_counter() - t1)
             k = policy.k = policy.next(k)
         if bool(done.any()):
             for j in done.nonzero()[:, 0].tolist():
                 b = int(live[j])
-                row = tokens[j, plen : int(length[j])].tolist()
+                row = tokens[j, prompt_len : int(length[j])].tolist()
                 finished[b] = bool(row) and row[-1] == rules.eot
                 out_tokens[b] = row[:-1] if finished[b] else row
             keep = (~done).nonzero()[:, 0]
-            live, tokens, length, draft_len = live[keep], tokens[keep], length[keep], draft_len[keep]
+            live, tokens, length, draft_seen = live[keep], tokens[keep], length[keep], draft_seen[keep]
             state = state.select(keep)
             if live.numel():
                 main.keep(keep)
@@ -163,20 +150,48 @@ def greedy(main: LeanDecoder, prompts: torch.Tensor, rules: WhisperRules, max_le
     return Decoded(out_tokens, finished, stats)
 
 
-def _unsqueeze(s: RuleState) -> RuleState:
-    return RuleState(s.n_gen[:, None], s.last_ts[:, None], s.pen_ts[:, None], s.ts_last[:, None])
+def _verify(main: KVCacheDecoder, tokens, length, drafts, state: RuleState, rules: WhisperRules):
+    """The main model's greedy choice at k+1 positions per row ([B, k+1]) in one forward pass: after the
+    row's last committed token and after each of its k drafts, under the rules as if the drafts before that
+    position were in the row. Returns the choices and the rules' states at those positions."""
+    feed = tokens.gather(1, (length - 1)[:, None])
+    if drafts is not None:
+        feed = torch.cat([feed, drafts], 1)
+    logits = main.forward(feed, length - 1)
+    states = rules.expand(state, drafts) if drafts is not None else state.positions()
+    return rules.apply(logits, states).argmax(-1), states
 
 
-def _draft(draft: LeanDecoder, tokens, length, draft_len, state: RuleState, rules: WhisperRules, k: int):
+def _accepted(drafts, target: torch.Tensor) -> torch.Tensor:
+    """Per row, how many leading drafts equal the main model's own choices ([B])."""
+    if drafts is None:
+        return torch.zeros(target.shape[0], dtype=torch.long, device=target.device)
+    return (drafts == target[:, :-1]).long().cumprod(1).sum(1)
+
+
+def _commit(tokens, length, target, accepted, eot: int, max_length: int):
+    """Write each row's gain into ``tokens``: its accepted drafts (equal to the main model's choices) and the
+    main model's own token after them, cut after end of text and at the length limit. Returns the tokens
+    gained per row and which rows are finished."""
+    steps = torch.arange(target.shape[1], device=target.device)
+    tokens.scatter_(1, length[:, None] + steps, target)
+    is_eot = (target == eot) & (steps <= accepted[:, None])
+    gained = torch.where(is_eot.any(1), is_eot.long().argmax(1) + 1, accepted + 1)
+    gained = torch.minimum(gained, max_length - length)
+    done = is_eot.any(1) | (length + gained >= max_length)
+    return gained, done
+
+
+def _draft(draft: KVCacheDecoder, tokens, length, draft_seen, state: RuleState, rules: WhisperRules, k: int):
     """k greedy draft tokens per row [B, k]. The draft first catches up on the committed tokens it has not seen."""
-    window = int((length - draft_len).max())
+    window = int((length - draft_seen).max())
     start = length - window
     feed = tokens.gather(1, start[:, None] + torch.arange(window, device=tokens.device))
     logits = draft.forward(feed, start)[:, -1:]
     out = []
     ended = torch.zeros(length.shape[0], dtype=torch.bool, device=length.device)
     for i in range(k):
-        token = rules.apply(logits, _unsqueeze(state)).argmax(-1)[:, 0]
+        token = rules.apply(logits, state.positions()).argmax(-1)[:, 0]
         out.append(token)
         ended |= token == rules.eot
         if i + 1 < k and not bool(ended.all()):  # nothing to draft past every row's end of text

@@ -385,11 +385,9 @@ class Transcriber:
             chunk = torch.tensor([g.tokens[at : at + length]], dtype=torch.long, device=device).view(1, length)
             expanded = rules.expand(RuleState.initial(1, device), chunk)  # states before each token and after all
             keep = length + 1 if i == len(lengths) - 1 else length  # the last pass: also the end-of-text's
-            states.append(RuleState(*(t[:, :keep] for t in (expanded.n_gen, expanded.last_ts, expanded.pen_ts,
-                                                             expanded.ts_last))))
+            states.append(expanded.map(lambda t, keep=keep: t[:, :keep]))
             at += length
-        return RuleState(*(torch.cat([getattr(st, f) for st in states], 1)[:, :n]
-                           for f in ("n_gen", "last_ts", "pen_ts", "ts_last")))
+        return RuleState.join(states, 1).map(lambda t: t[:, :n])
 
     def segments(self, generated: list[dict], duration_s: float) -> list[RawSegment]:
         """Text segments with piece-relative times, clamped into the piece."""

@@ -1,4 +1,4 @@
-"""A lean Whisper decoder forward with a preallocated KV cache and per-row positions.
+"""The Whisper decoder forward with a preallocated per-row KV cache (``KVCacheDecoder``).
 
 It runs the weights of a transformers Whisper decoder (``WhisperForConditionalGeneration``
 or a decoder-only ``WhisperForCausalLM`` draft, int8-quantized or not) without
@@ -51,7 +51,7 @@ def fused_qkv(attn: torch.nn.Module) -> torch.nn.Module:
     return fused.to(attn.q_proj.weight.device, attn.q_proj.weight.dtype)
 
 
-class LeanDecoder:
+class KVCacheDecoder:
     def __init__(self, model: torch.nn.Module, exact: bool = True):
         """``model``: WhisperForConditionalGeneration or WhisperForCausalLM (its decoder and proj_out are used).
 
