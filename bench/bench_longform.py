@@ -72,8 +72,9 @@ def episode_files(longform: Path, names: list[str]) -> dict[str, Path]:
 # -- podscribe -----------------------------------------------------------------------
 
 
-def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None, second_chances: bool = True,
-                  cut=None) -> dict:
+def run_podscribe(
+    files: dict[str, Path], job_dir: Path, language: str | None, second_chances: bool = True, cut=None
+) -> dict:
     import pyarrow.dataset as ds
 
     from pipeline.decode import DecodeOptions
@@ -82,11 +83,15 @@ def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None, s
     from pipeline.runtime import pick_runtime
 
     shutil.rmtree(job_dir, ignore_errors=True)
-    decode = DecodeOptions(language=language) if second_chances else \
-        DecodeOptions(language=language, coverage=False, fallback_beams=0)
+    decode = (
+        DecodeOptions(language=language)
+        if second_chances
+        else DecodeOptions(language=language, coverage=False, fallback_beams=0)
+    )
     options = JobOptions(out_dir=job_dir, model="base", decode=decode, progress=False, **({"cut": cut} if cut else {}))
-    models = load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
-                         options.cache_dir)
+    models = load_models(
+        options.model, options.assistant, pick_runtime(options.device, options.dtype), options.cache_dir
+    )
     start = time.perf_counter()
     summary = run([str(p) for p in files.values()], options, models=models)
     total = time.perf_counter() - start
@@ -102,15 +107,26 @@ def run_podscribe(files: dict[str, Path], job_dir: Path, language: str | None, s
         ps = sorted((p for p in pieces if p["file_id"] == frow["file_id"]), key=lambda p: p["piece"])
         langs = [p["language"] for p in ps if not p["skipped"]]
         out["episodes"][name] = {
-            "wall_s": frow["wall_s"], "duration_s": frow["duration_s"],
+            "wall_s": frow["wall_s"],
+            "duration_s": frow["duration_s"],
             "rows": [{"audio": path.name, "start": s["start_s"], "end": s["end_s"], "text": s["text"]} for s in segs],
-            "info": {"decode_mode": frow["decode_mode"], "n_pieces": len(ps),
-                     "skipped": {k: sum(1 for p in ps if p["skipped"] == k) for k in {p["skipped"] for p in ps} if k},
-                     "non_en_pieces": sum(1 for lang in langs if lang != "en"),
-                     "redecodes": [{"piece": p["piece"], "at_s": round(p["start_s"] + d["start_s"], 2),
-                                    "span_s": round(d["end_s"] - d["start_s"], 2), "reason": d["reason"],
-                                    "n_tokens": len(d["tokens"])}
-                                   for p in ps for d in p.get("redecodes") or ()]},
+            "info": {
+                "decode_mode": frow["decode_mode"],
+                "n_pieces": len(ps),
+                "skipped": {k: sum(1 for p in ps if p["skipped"] == k) for k in {p["skipped"] for p in ps} if k},
+                "non_en_pieces": sum(1 for lang in langs if lang != "en"),
+                "redecodes": [
+                    {
+                        "piece": p["piece"],
+                        "at_s": round(p["start_s"] + d["start_s"], 2),
+                        "span_s": round(d["end_s"] - d["start_s"], 2),
+                        "reason": d["reason"],
+                        "n_tokens": len(d["tokens"]),
+                    }
+                    for p in ps
+                    for d in p.get("redecodes") or ()
+                ],
+            },
         }
     return out
 
@@ -137,13 +153,17 @@ def run_faster_whisper(model, files: dict[str, Path], temperature, language: str
     out = {"episodes": {}}
     for name, path in files.items():
         start = time.perf_counter()
-        segments, info = model.transcribe(str(path), language=language, beam_size=1, temperature=temperature,
-                                          vad_filter=True)
+        segments, info = model.transcribe(
+            str(path), language=language, beam_size=1, temperature=temperature, vad_filter=True
+        )
         rows = [{"audio": path.name, "start": s.start, "end": s.end, "text": s.text.strip()} for s in segments]
         wall = time.perf_counter() - start
-        out["episodes"][name] = {"wall_s": wall, "duration_s": info.duration, "rows": rows,
-                                 "info": {"language": info.language,
-                                          "language_probability": round(info.language_probability, 3)}}
+        out["episodes"][name] = {
+            "wall_s": wall,
+            "duration_s": info.duration,
+            "rows": rows,
+            "info": {"language": info.language, "language_probability": round(info.language_probability, 3)},
+        }
     return out
 
 
@@ -178,17 +198,42 @@ def table_rows(label: str, scores: dict, result: dict) -> list[list[str]]:
         wall, dur = sum(ep["wall_s"] for ep in eps), sum(ep["duration_s"] for ep in eps)
         ts = e["timestamps"]
         dup = e["border_duplicates"]["borders"]
-        rows.append([label, name, str(e["ref_words"]), _f(100 * e["wer"], ".1f"),
-                     f"{e['deletions']}/{e['substitutions']}/{e['insertions']}", str(ts["unmatched_sentences"]),
-                     f"{e['hallucination']['words']}", _f(ts["start_err_median"], ".2f"), _f(ts["start_err_p90"], ".2f"),
-                     _f(100 * e["wer_cut30_sentences"] if e["wer_cut30_sentences"] is not None else None, ".1f"),
-                     str(dup), f"{wall:.0f}", f"{dur / wall:.2f}"])
+        rows.append(
+            [
+                label,
+                name,
+                str(e["ref_words"]),
+                _f(100 * e["wer"], ".1f"),
+                f"{e['deletions']}/{e['substitutions']}/{e['insertions']}",
+                str(ts["unmatched_sentences"]),
+                f"{e['hallucination']['words']}",
+                _f(ts["start_err_median"], ".2f"),
+                _f(ts["start_err_p90"], ".2f"),
+                _f(100 * e["wer_cut30_sentences"] if e["wer_cut30_sentences"] is not None else None, ".1f"),
+                str(dup),
+                f"{wall:.0f}",
+                f"{dur / wall:.2f}",
+            ]
+        )
     return rows
 
 
 def print_table(all_rows: list[list[str]]) -> None:
-    hdr = ["configuration", "episode", "refW", "WER%", "D/S/I", "unm", "hallW", "ts med", "ts p90", "cut30%",
-           "dup", "wall s", "x RT"]
+    hdr = [
+        "configuration",
+        "episode",
+        "refW",
+        "WER%",
+        "D/S/I",
+        "unm",
+        "hallW",
+        "ts med",
+        "ts p90",
+        "cut30%",
+        "dup",
+        "wall s",
+        "x RT",
+    ]
     w = [max(len(hdr[i]), *(len(r[i]) for r in all_rows)) for i in range(len(hdr))]
     line = lambda cells: "  ".join(c.ljust(w[i]) if i < 2 else c.rjust(w[i]) for i, c in enumerate(cells))  # noqa: E731
     print(line(hdr))
@@ -198,26 +243,38 @@ def print_table(all_rows: list[list[str]]) -> None:
             print()
         print(line(r))
         last = r[0]
-    print("D/S/I = deleted/substituted/inserted words; unm = reference sentences no hypothesis segment overlaps; "
-          "hallW = hypothesis words in segments centred in music or silence; ts = absolute start-time error (s); "
-          "cut30 = WER of sentences straddling k*30 s; dup = border duplicates; x RT = audio s per wall s")
+    print(
+        "D/S/I = deleted/substituted/inserted words; unm = reference sentences no hypothesis segment overlaps; "
+        "hallW = hypothesis words in segments centred in music or silence; ts = absolute start-time error (s); "
+        "cut30 = WER of sentences straddling k*30 s; dup = border duplicates; x RT = audio s per wall s"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--longform", type=Path,
-                        default=Path(os.environ.get("PODSCRIBE_LONGFORM_DIR", "../shared/longform")))
-    parser.add_argument("--episodes", default=None,
-                        help="comma-separated episode names (default: every <name>.ref.json in --longform)")
+    parser.add_argument(
+        "--longform", type=Path, default=Path(os.environ.get("PODSCRIBE_LONGFORM_DIR", "../shared/longform"))
+    )
+    parser.add_argument(
+        "--episodes", default=None, help="comma-separated episode names (default: every <name>.ref.json in --longform)"
+    )
     parser.add_argument("--skip-fw", action="store_true", help="podscribe only")
     parser.add_argument("--skip-podscribe", action="store_true", help="faster-whisper only")
-    parser.add_argument("--cut-variant", default=None,
-                        help='also run podscribe with other CutOptions, as JSON: \'{"at_pauses": true}\'')
-    parser.add_argument("--first-pass", action="store_true",
-                        help="also run podscribe without its second chances (no coverage check, no fallback)")
+    parser.add_argument(
+        "--cut-variant", default=None, help="also run podscribe with other CutOptions, as JSON: '{\"at_pauses\": true}'"
+    )
+    parser.add_argument(
+        "--first-pass",
+        action="store_true",
+        help="also run podscribe without its second chances (no coverage check, no fallback)",
+    )
     parser.add_argument("--language", default=None, help="force a language (default: detected, as a user runs it)")
-    parser.add_argument("--job-dir", type=Path, default=None,
-                        help="keep podscribe's job dir (manifests) here; default: a temp dir, removed")
+    parser.add_argument(
+        "--job-dir",
+        type=Path,
+        default=None,
+        help="keep podscribe's job dir (manifests) here; default: a temp dir, removed",
+    )
     parser.add_argument("--out", type=Path, help="write all results (scores, per-sentence details, hypotheses) as JSON")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -260,8 +317,9 @@ def main() -> None:
         if not args.skip_fw:
             from faster_whisper import WhisperModel
 
-            model = WhisperModel(str(ct2_base_dir(tmp)), device="cpu", compute_type="int8",
-                                 cpu_threads=os.cpu_count() or 2)
+            model = WhisperModel(
+                str(ct2_base_dir(tmp)), device="cpu", compute_type="int8", cpu_threads=os.cpu_count() or 2
+            )
             for label, temperature in [("fw int8 greedy", 0.0), ("fw int8 fallback", list(FW_DEFAULT_TEMPERATURES))]:
                 print(f"{label} ...", flush=True)
                 results[label] = run_faster_whisper(model, files, temperature, args.language)
@@ -278,11 +336,19 @@ def main() -> None:
     for label, r in results.items():
         info = {n: ep["info"] for n, ep in r["episodes"].items()}
         load = r["load_avg_after"]
-        busy = " (more runnable processes than CPUs: its wall times are contended)" if load[1] > (os.cpu_count() or 1) + 0.5 else ""
+        busy = (
+            " (more runnable processes than CPUs: its wall times are contended)"
+            if load[1] > (os.cpu_count() or 1) + 0.5
+            else ""
+        )
         print(f"{label}: load average after it {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}{busy}; {json.dumps(info)}")
     if args.out:
-        payload = {"episodes": names, "audio_s": audio_s, "cpu_threads": os.cpu_count(),
-                   "configurations": {label: {"scores": scores[label], **results[label]} for label in results}}
+        payload = {
+            "episodes": names,
+            "audio_s": audio_s,
+            "cpu_threads": os.cpu_count(),
+            "configurations": {label: {"scores": scores[label], **results[label]} for label in results},
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(payload, indent=1, default=float))
         print(f"results: {args.out}")

@@ -46,15 +46,18 @@ def main() -> None:
     for i in range(args.rounds):
         for checkpoint in (True, False) if i % 2 == 0 else (False, True):
             out = folder / f"job-{checkpoint}-{i}"
-            options = JobOptions(out_dir=out, decode=DecodeOptions(language="en"), progress=False,
-                                 checkpoint_pieces=checkpoint)
+            options = JobOptions(
+                out_dir=out, decode=DecodeOptions(language="en"), progress=False, checkpoint_pieces=checkpoint
+            )
             start = time.perf_counter()
             summary = run(inputs, options, models=models)
             times[checkpoint].append(time.perf_counter() - start)
             assert summary.done == len(inputs)
     on, off = min(times[True]), min(times[False])
-    print(f"{len(inputs)} files; checkpoints on: {on:.1f} s, off: {off:.1f} s (best of {args.rounds}); "
-          f"overhead {100 * (on - off) / off:+.1f}% (run-to-run noise on this machine is about 5%)")
+    print(
+        f"{len(inputs)} files; checkpoints on: {on:.1f} s, off: {off:.1f} s (best of {args.rounds}); "
+        f"overhead {100 * (on - off) / off:+.1f}% (run-to-run noise on this machine is about 5%)"
+    )
     # The cost of one checkpoint itself, against the decoding time of the batch it saves.
     import pyarrow.dataset as ds
 
@@ -64,17 +67,25 @@ def main() -> None:
     pieces = ds.dataset(job_dir / "pieces").to_table().to_pylist()
     audio_s = sum(r["end_s"] - r["start_s"] for r in pieces)
     decode_s = min(times[True])
-    rows = [dict(r, n_samples=r["end_sample"] - r["start_sample"], tokens=list(range(120)),
-                 segments=[{"start_s": 0.0, "end_s": 5.0, "text": "x" * 200, "n_tokens": 40, "words": None}])
-            for r in pieces[:4]]
+    rows = [
+        dict(
+            r,
+            n_samples=r["end_sample"] - r["start_sample"],
+            tokens=list(range(120)),
+            segments=[{"start_s": 0.0, "end_s": 5.0, "text": "x" * 200, "n_tokens": 40, "words": None}],
+        )
+        for r in pieces[:4]
+    ]
     job = JobDir(folder / "write-cost")
     start = time.perf_counter()
     for i in range(50):
         job.write_partial("f" * 16, i, rows)
     per_write = (time.perf_counter() - start) / 50
     per_batch = 4 * 30.0 * decode_s / audio_s  # decoding a batch of four 30 s pieces at the measured speed
-    print(f"one checkpoint (4 pieces): {per_write * 1000:.1f} ms; decoding such a batch: {per_batch:.1f} s; "
-          f"cost {100 * per_write / per_batch:.2f}% of decoding in a long file")
+    print(
+        f"one checkpoint (4 pieces): {per_write * 1000:.1f} ms; decoding such a batch: {per_batch:.1f} s; "
+        f"cost {100 * per_write / per_batch:.2f}% of decoding in a long file"
+    )
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -30,6 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_transcribe import english_clips, long_form  # noqa: E402
+
 from pipeline import audio  # noqa: E402
 from pipeline.decode.generate import Generator  # noqa: E402
 from pipeline.decode.reference import hf_generate  # noqa: E402
@@ -52,8 +53,9 @@ def run_hf(models: Models, features, encoded, size: int, assistant=None):
     start, out = time.perf_counter(), []
     for i in range(0, features.shape[0], size):
         part = slice(i, i + size)
-        out += hf_generate(models.main, features[part], ["en"] * features[part].shape[0], True, assistant,
-                           encoded[part])
+        out += hf_generate(
+            models.main, features[part], ["en"] * features[part].shape[0], True, assistant, encoded[part]
+        )
     wall = time.perf_counter() - start
     main_calls = sum(calls[0] for _, _, calls in out) if assistant is not None else None
     return wall, [t for t, _, _ in out], main_calls
@@ -71,8 +73,9 @@ def run_ours(models: Models, features, encoded, size: int, speculative: bool):
 
 
 def measure(label: str, models: Models, pieces: list[np.ndarray], refs: list[str], joined: bool) -> None:
-    features = models.processor.feature_extractor(pieces, sampling_rate=audio.SAMPLE_RATE,
-                                                  return_tensors="pt").input_features
+    features = models.processor.feature_extractor(
+        pieces, sampling_rate=audio.SAMPLE_RATE, return_tensors="pt"
+    ).input_features
     encoded, enc_s = {}, {}
     for size in SIZES:
         encoded[size], enc_s[size] = encode(models, features, size)
@@ -104,15 +107,19 @@ def measure(label: str, models: Models, pieces: list[np.ndarray], refs: list[str
     hf_e2e = hf_dec + enc_s[1]
     audio_s = sum(len(p) for p in pieces) / audio.SAMPLE_RATE
     print(f"\n## {label}: {len(pieces)} pieces, {audio_s:.0f} s of audio, {n_tokens} tokens (with end of text)\n")
-    print("| configuration | batch | encoder s | decoder s | decoder vs hf bs1 | end-to-end vs hf bs1 "
-          "| decoder vs own main alone, same batch | tokens / main call | WER | same tokens |")
+    print(
+        "| configuration | batch | encoder s | decoder s | decoder vs hf bs1 | end-to-end vs hf bs1 "
+        "| decoder vs own main alone, same batch | tokens / main call | WER | same tokens |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, size, wall, tokens, calls, own in rows:
         same = "yes" if tokens == reference else "NO"
         per_call = f"{n_tokens / calls:.2f}" if calls else "1.00" if "main alone" in name else "-"
         vs_own = f"{own_plain[own] / wall:.2f}x" if own else "-"
-        print(f"| {name} | {size} | {enc_s[size]:.2f} | {wall:.2f} | {hf_dec / wall:.2f}x | "
-              f"{hf_e2e / (wall + enc_s[size]):.2f}x | {vs_own} | {per_call} | {wer(refs, text(tokens)):.2%} | {same} |")
+        print(
+            f"| {name} | {size} | {enc_s[size]:.2f} | {wall:.2f} | {hf_dec / wall:.2f}x | "
+            f"{hf_e2e / (wall + enc_s[size]):.2f}x | {vs_own} | {per_call} | {wer(refs, text(tokens)):.2%} | {same} |"
+        )
 
 
 def main() -> None:
@@ -130,8 +137,10 @@ def main() -> None:
     base = load_models(args.model, "none", runtime)
     draft = load_assistant(args.assistant, base.main, base.processor, runtime)
     models = Models(base.main, base.processor, draft, base.main_ref, args.assistant, runtime)
-    print(f"model {args.model}, assistant {args.assistant}, torch threads {torch.get_num_threads()}, "
-          f"CPU: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores")
+    print(
+        f"model {args.model}, assistant {args.assistant}, torch threads {torch.get_num_threads()}, "
+        f"CPU: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores"
+    )
 
     clips = english_clips(args.speech, args.quick)
     measure("shared English clips", models, [audio.decode(p) for p, _, _ in clips], [t for _, t, _ in clips], False)

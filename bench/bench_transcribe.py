@@ -51,8 +51,28 @@ def long_form(clips, folder: Path) -> tuple[Path, str, float]:
             break
     samples = np.concatenate(parts)
     mp3 = folder / "long.mp3"
-    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", "16000", "-ac", "1", "-i", "pipe:",
-                    "-b:a", "96k", str(mp3)], input=samples.tobytes(), check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "f32le",
+            "-ar",
+            "16000",
+            "-ac",
+            "1",
+            "-i",
+            "pipe:",
+            "-b:a",
+            "96k",
+            str(mp3),
+        ],
+        input=samples.tobytes(),
+        check=True,
+    )
     return mp3, " ".join(texts), len(samples) / audio.SAMPLE_RATE
 
 
@@ -127,21 +147,29 @@ def main() -> None:
     base = load_models("base", "none", pick_runtime("cpu"))
     draft = Models(base.main, base.processor, quantized_self_draft(base.main), base.main_ref, "self-int8", base.runtime)
     rows = []
-    for label, models, bs in [(f"podscribe base fp32, bs {args.batch_size}", base, args.batch_size),
-                              ("podscribe base + self-int8 (transformers assisted, bs 1)", draft, 1)]:
+    for label, models, bs in [
+        (f"podscribe base fp32, bs {args.batch_size}", base, args.batch_size),
+        ("podscribe base + self-int8 (transformers assisted, bs 1)", draft, 1),
+    ]:
         cw, hyps = podscribe_clips(models, clips, bs)
         lw, long_hyp = podscribe_long(models, mp3, folder)
         rows.append((label, cw, wer(refs, hyps), lw, wer([long_ref], [long_hyp])))
     model_dir = ct2_dir(folder)
     for compute_type in ("int8", "float32"):
         cw, hyps, lw, long_hyp = faster_whisper_runs(model_dir, compute_type, clips, mp3)
-        rows.append((f"faster-whisper base {compute_type}, beam 1", cw, wer(refs, hyps), lw, wer([long_ref], [long_hyp])))
+        rows.append(
+            (f"faster-whisper base {compute_type}, beam 1", cw, wer(refs, hyps), lw, wer([long_ref], [long_hyp]))
+        )
 
     ref_clips, ref_long = rows[2][1], rows[2][3]
-    print(f"\n{'configuration':58} {'clips xRT':>9} {'WER':>7} {'long xRT':>9} {'WER':>7} {'vs fw-int8 (clips/long)':>24}")
+    print(
+        f"\n{'configuration':58} {'clips xRT':>9} {'WER':>7} {'long xRT':>9} {'WER':>7} {'vs fw-int8 (clips/long)':>24}"
+    )
     for label, cw, cwer, lw, lwer in rows:
-        print(f"{label:58} {clip_audio / cw:9.2f} {cwer:7.2%} {long_audio / lw:9.2f} {lwer:7.2%} "
-              f"{ref_clips / cw:11.2f}x / {ref_long / lw:.2f}x")
+        print(
+            f"{label:58} {clip_audio / cw:9.2f} {cwer:7.2%} {long_audio / lw:9.2f} {lwer:7.2%} "
+            f"{ref_clips / cw:11.2f}x / {ref_long / lw:.2f}x"
+        )
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -30,8 +30,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(inputs: list[str], model: str, workers: int, out: Path) -> float:
-    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), "--model", model, "-q",
-           "--workers", str(workers), "--", *inputs]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "transcribe",
+        "--out",
+        str(out),
+        "--model",
+        model,
+        "-q",
+        "--workers",
+        str(workers),
+        "--",
+        *inputs,
+    ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -62,21 +75,27 @@ def main() -> None:
         for r in rows:
             by_worker[r["worker"]] = by_worker.get(r["worker"], 0) + 1
         measured[k] = (wall, audio_s, decode_s, max(r["wall_s"] for r in rows))
-        print(f"{k:>7} | {wall:7.1f} | {audio_s / 3600:7.3f} | {audio_s / wall:16.1f} | {audio_s / decode_s:12.1f} | "
-              f"{', '.join(str(n) for n in sorted(by_worker.values(), reverse=True))}")
+        print(
+            f"{k:>7} | {wall:7.1f} | {audio_s / 3600:7.3f} | {audio_s / wall:16.1f} | {audio_s / decode_s:12.1f} | "
+            f"{', '.join(str(n) for n in sorted(by_worker.values(), reverse=True))}"
+        )
     one_wall, audio_s, decode_s, longest_s = measured[min(measured)]
     load_s = max(0.0, one_wall - decode_s)  # start-up: imports, model load, planning
     rate = audio_s / decode_s
-    print(f"\nmodel from the {min(measured)}-worker run: per-worker rate {rate:.1f}x real time, start-up {load_s:.0f} s, "
-          f"longest file {longest_s:.0f} s of decode time")
+    print(
+        f"\nmodel from the {min(measured)}-worker run: per-worker rate {rate:.1f}x real time, start-up {load_s:.0f} s, "
+        f"longest file {longest_s:.0f} s of decode time"
+    )
     for n in args.predict:
         predicted = load_s + max(audio_s / (n * rate), longest_s)
         print(f"  {n} workers (one device each): {predicted:6.0f} s -> {audio_s / predicted:5.1f} audio h per wall h")
     for k, (wall, *_rest) in measured.items():
         if k != min(measured):
             predicted = load_s + max(audio_s / (k * rate), longest_s)
-            print(f"  measured with {k} workers on this machine: {wall:.0f} s (the model says {predicted:.0f} s "
-                  "with a device each; here they share the cores)")
+            print(
+                f"  measured with {k} workers on this machine: {wall:.0f} s (the model says {predicted:.0f} s "
+                "with a device each; here they share the cores)"
+            )
 
 
 if __name__ == "__main__":

@@ -101,18 +101,37 @@ class Spec:
 
 
 SPECS = (
-    Spec("real01_quiet_guest", "Held-out real speech A: a quiet guest (guest 15-20 dB below the host), music bed",
-         ("HOST", "GUEST"), {"ext": "mp3", "codec": "libmp3lame", "ar": 22050, "ac": 1, "bitrate": "48k"},
-         target_s=245.0, second_gain_db=(-20.0, -15.0), music="mid",
-         description="GUEST 15-20 dB below HOST; 15-25 s music bed mid-episode"),
-    Spec("real02_phone_caller", "Held-out real speech B: a caller on the phone line, music intro, dead air",
-         ("HOST", "CALLER"), {"ext": "m4a", "codec": "aac", "ar": 44100, "ac": 2, "bitrate": "48k"},
-         target_s=258.0, music="intro", silence_s=(10.0, 15.0), phone=True,
-         description="CALLER 300-3400 Hz through 8 kHz mu-law with line noise; music intro; 10-15 s digital silence"),
-    Spec("real03_noisy_room", "Held-out real speech C: a noisy room (pink noise at 15 dB SNR), quick turn-taking",
-         ("HOST", "GUEST"), {"ext": "ogg", "codec": "libopus", "ar": 48000, "ac": 1, "bitrate": "24k"},
-         target_s=245.0, noise_snr_db=15.0, short_gap_share=0.25,
-         description="pink noise over the whole file at 15 dB SNR; a quarter of the pauses 0.2 s"),
+    Spec(
+        "real01_quiet_guest",
+        "Held-out real speech A: a quiet guest (guest 15-20 dB below the host), music bed",
+        ("HOST", "GUEST"),
+        {"ext": "mp3", "codec": "libmp3lame", "ar": 22050, "ac": 1, "bitrate": "48k"},
+        target_s=245.0,
+        second_gain_db=(-20.0, -15.0),
+        music="mid",
+        description="GUEST 15-20 dB below HOST; 15-25 s music bed mid-episode",
+    ),
+    Spec(
+        "real02_phone_caller",
+        "Held-out real speech B: a caller on the phone line, music intro, dead air",
+        ("HOST", "CALLER"),
+        {"ext": "m4a", "codec": "aac", "ar": 44100, "ac": 2, "bitrate": "48k"},
+        target_s=258.0,
+        music="intro",
+        silence_s=(10.0, 15.0),
+        phone=True,
+        description="CALLER 300-3400 Hz through 8 kHz mu-law with line noise; music intro; 10-15 s digital silence",
+    ),
+    Spec(
+        "real03_noisy_room",
+        "Held-out real speech C: a noisy room (pink noise at 15 dB SNR), quick turn-taking",
+        ("HOST", "GUEST"),
+        {"ext": "ogg", "codec": "libopus", "ar": 48000, "ac": 1, "bitrate": "24k"},
+        target_s=245.0,
+        noise_snr_db=15.0,
+        short_gap_share=0.25,
+        description="pink noise over the whole file at 15 dB SNR; a quarter of the pauses 0.2 s",
+    ),
 )
 
 
@@ -180,9 +199,30 @@ def phone_band(f: np.ndarray) -> np.ndarray:
 
 def ffmpeg_pipe(data: bytes, fmt_in: str, rate_in: int, fmt_out: str, rate_out: int) -> bytes:
     """Raw mono audio through ffmpeg: resampled from rate_in to rate_out and converted between raw formats."""
-    return subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-f", fmt_in, "-ar", str(rate_in), "-ac", "1",
-                           "-i", "pipe:", "-ar", str(rate_out), "-f", fmt_out, "pipe:"],
-                          input=data, capture_output=True, check=True).stdout
+    return subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-v",
+            "error",
+            "-f",
+            fmt_in,
+            "-ar",
+            str(rate_in),
+            "-ac",
+            "1",
+            "-i",
+            "pipe:",
+            "-ar",
+            str(rate_out),
+            "-f",
+            fmt_out,
+            "pipe:",
+        ],
+        input=data,
+        capture_output=True,
+        check=True,
+    ).stdout
 
 
 def telephone(x: np.ndarray) -> np.ndarray:
@@ -216,12 +256,14 @@ def music_bed(seconds: float, rng: np.random.Generator) -> np.ndarray:
     def add(at: float, sig: np.ndarray) -> None:
         i = int(at * SR)
         if i < n:
-            out[i:i + len(sig)] += sig[: n - i]
+            out[i : i + len(sig)] += sig[: n - i]
 
     def tone(freq: float, dur: float, decay: float, harmonics: int) -> np.ndarray:
         t = np.arange(int(dur * SR)) / SR
-        wave = sum(np.sin(2 * np.pi * freq * k * t) / k**1.5 * np.exp(-t * decay * (1 + 0.4 * k))
-                   for k in range(1, harmonics + 1))
+        wave = sum(
+            np.sin(2 * np.pi * freq * k * t) / k**1.5 * np.exp(-t * decay * (1 + 0.4 * k))
+            for k in range(1, harmonics + 1)
+        )
         return wave * np.minimum(1, t / 0.003)
 
     for b in range(int(seconds / beat) + 1):
@@ -237,7 +279,7 @@ def music_bed(seconds: float, rng: np.random.Generator) -> np.ndarray:
             i, m = int((at + half * beat) * SR), int(0.06 * SR)
             if i < n:
                 env = np.exp(-np.arange(min(m, n - i)) / SR * 70) * (0.35 if half else 0.25)
-                out[i:i + len(env)] += hat_noise[i:i + len(env)] * env
+                out[i : i + len(env)] += hat_noise[i : i + len(env)] * env
     ramp_in, ramp_out = int(0.8 * SR), int(1.5 * SR)
     out[:ramp_in] *= np.linspace(0, 1, ramp_in)
     out[-ramp_out:] *= np.linspace(1, 0, ramp_out)
@@ -284,7 +326,7 @@ def pauses(n: int, spec: Spec, rng: np.random.Generator) -> list[float]:
     n_short = round(spec.short_gap_share * n)
     for i in idx[:n_long]:
         out[i] = rng.uniform(1.5, 2.5)
-    for i in idx[n_long:n_long + n_short]:
+    for i in idx[n_long : n_long + n_short]:
         out[i] = 0.2
     return out
 
@@ -332,8 +374,10 @@ def trim_rule(above_noise_db: float | None) -> str:
     rule = f"10 ms frames more than {TRIM_DB:g} dB below the clip's loudest (or below {TRIM_FLOOR_DBFS:g} dBFS)"
     if above_noise_db is None:
         return rule + " cut from both ends; a recording's room tone within that range stays inside start/end"
-    return (rule + f" or less than {above_noise_db:g} dB above its noise floor (10th-percentile frame) cut from "
-            f"both ends, keeping {1000 * TRIM_PAD_S:g} ms on each side")
+    return (
+        rule + f" or less than {above_noise_db:g} dB above its noise floor (10th-percentile frame) cut from "
+        f"both ends, keeping {1000 * TRIM_PAD_S:g} ms on each side"
+    )
 
 
 def build_episode(spec: Spec, clips: list[Clip], seed: int, trim: str) -> tuple[np.ndarray, dict]:
@@ -359,9 +403,19 @@ def build_episode(spec: Spec, clips: list[Clip], seed: int, trim: str) -> tuple[
         speaker = spec.speakers[i % 2]
         x, level = render_sentence(clip, speaker, spec, rng)
         a, b = tl.add(x)
-        sentences.append({"idx": i, "speaker": speaker, "voice": clip.audio, "start": round(a / SR, 6),
-                          "end": round(b / SR, 6), "start_sample": a, "end_sample": b, "text": clip.text,
-                          "level_dbfs": round(level, 2)})
+        sentences.append(
+            {
+                "idx": i,
+                "speaker": speaker,
+                "voice": clip.audio,
+                "start": round(a / SR, 6),
+                "end": round(b / SR, 6),
+                "start_sample": a,
+                "end_sample": b,
+                "text": clip.text,
+                "level_dbfs": round(level, 2),
+            }
+        )
         crossings = [k * 30 for k in range(a // (30 * SR) + 1, (b - 1) // (30 * SR) + 1)]
         if crossings:
             sentences[-1]["crosses_30s"] = crossings
@@ -373,11 +427,14 @@ def build_episode(spec: Spec, clips: list[Clip], seed: int, trim: str) -> tuple[
         speech_power = np.mean([10 ** (s["level_dbfs"] / 10) for s in sentences])
         noise_power = speech_power / 10 ** (spec.noise_snr_db / 10)
         master = master + pink_noise(len(master), rng) * np.float32(np.sqrt(noise_power))
-        spans = np.concatenate([master[s["start_sample"]:s["end_sample"]] for s in sentences]).astype(np.float64)
-        noise = {"kind": "pink", "snr_db": spec.noise_snr_db,
-                 "definition": "10*log10(mean active power of the sentences / noise power), whole file; active "
-                               f"power = mean power of a clip's 20 ms frames within {ACTIVE_DB:.0f} dB of its loudest",
-                 "snr_db_over_sentence_spans": round(db(np.mean(spans**2)) - db(noise_power), 2)}
+        spans = np.concatenate([master[s["start_sample"] : s["end_sample"]] for s in sentences]).astype(np.float64)
+        noise = {
+            "kind": "pink",
+            "snr_db": spec.noise_snr_db,
+            "definition": "10*log10(mean active power of the sentences / noise power), whole file; active "
+            f"power = mean power of a clip's 20 ms frames within {ACTIVE_DB:.0f} dB of its loudest",
+            "snr_db_over_sentence_spans": round(db(np.mean(spans**2)) - db(noise_power), 2),
+        }
     gain = min(1.0, PEAK / float(np.abs(master).max()))
     master = (master * np.float32(gain)).astype(np.float32)
 
@@ -394,8 +451,8 @@ def build_episode(spec: Spec, clips: list[Clip], seed: int, trim: str) -> tuple[
         "designed_30s_crossing": [],
         "master_gain_db": round(db(gain**2), 2),
         "timing_note": "start/end are seconds on the 16 kHz master timeline (start_sample/end_sample are 16 kHz "
-                       "sample indices, end exclusive); they bound each energy-trimmed clip of real read speech; "
-                       "nonspeech regions contain no speech at all",
+        "sample indices, end exclusive); they bound each energy-trimmed clip of real read speech; "
+        "nonspeech regions contain no speech at all",
         "trim": trim,
         "sentences": sentences,
         "nonspeech": [{"kind": k, "start": round(a / SR, 6), "end": round(b / SR, 6)} for k, a, b in nonspeech],
@@ -421,10 +478,38 @@ def speaker_notes(spec: Spec) -> dict:
 
 
 def encode(master: np.ndarray, path: Path, enc: dict) -> None:
-    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", str(SR), "-ac", "1", "-i", "pipe:",
-                    "-map_metadata", "-1", "-fflags", "+bitexact", "-c:a", enc["codec"], "-b:a", enc["bitrate"],
-                    "-ar", str(enc["ar"]), "-ac", str(enc["ac"]), str(path)],
-                   input=master.astype(np.float32).tobytes(), check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "f32le",
+            "-ar",
+            str(SR),
+            "-ac",
+            "1",
+            "-i",
+            "pipe:",
+            "-map_metadata",
+            "-1",
+            "-fflags",
+            "+bitexact",
+            "-c:a",
+            enc["codec"],
+            "-b:a",
+            enc["bitrate"],
+            "-ar",
+            str(enc["ar"]),
+            "-ac",
+            str(enc["ac"]),
+            str(path),
+        ],
+        input=master.astype(np.float32).tobytes(),
+        check=True,
+    )
 
 
 def decode_check(path: Path, master: np.ndarray) -> dict:
@@ -435,9 +520,14 @@ def decode_check(path: Path, master: np.ndarray) -> dict:
     xc = np.fft.irfft(np.fft.rfft(y[:m], size) * np.conj(np.fft.rfft(master[:m], size)), size)
     lag = int(np.argmax(xc))
     lag = lag - size if lag > size // 2 else lag
-    return {"decoded_samples_16k": len(y), "decoded_duration": round(len(y) / SR, 4),
-            "length_diff_ms": round(1000 * (len(y) - len(master)) / SR, 2), "offset_samples_16k": lag,
-            "offset_ms": round(1000 * lag / SR, 2), "decoder": "pipeline.audio.decode (ffmpeg)"}
+    return {
+        "decoded_samples_16k": len(y),
+        "decoded_duration": round(len(y) / SR, 4),
+        "length_diff_ms": round(1000 * (len(y) - len(master)) / SR, 2),
+        "offset_samples_16k": lag,
+        "offset_ms": round(1000 * lag / SR, 2),
+        "decoder": "pipeline.audio.decode (ffmpeg)",
+    }
 
 
 def load_scorer(folder: Path):
@@ -452,17 +542,27 @@ def score_checks(folder: Path) -> dict:
     scorer = load_scorer(folder)
     out = {}
     for audio_name, ref in scorer.load_refs(folder).items():
-        rows = [{"file": audio_name, "start": s["start"], "end": s["end"], "text": s["text"], "row": i}
-                for i, s in enumerate(ref["sentences"])]
+        rows = [
+            {"file": audio_name, "start": s["start"], "end": s["end"], "text": s["text"], "row": i}
+            for i, s in enumerate(ref["sentences"])
+        ]
         perfect = scorer.score_episode(ref, rows)
         empty = scorer.score_episode(ref, [])
-        out[audio_name] = {"ref_words": perfect["ref_words"], "perfect_wer": perfect["wer"],
-                           "perfect_unmatched": perfect["timestamps"]["unmatched_sentences"],
-                           "perfect_start_err_max": max(perfect["timestamps"]["_start_errors"]),
-                           "perfect_hallucinated_words": perfect["hallucination"]["words"],
-                           "empty_wer": empty["wer"], "empty_deletions": empty["deletions"]}
-        ok = (perfect["wer"] == 0 and out[audio_name]["perfect_unmatched"] == 0 and empty["wer"] == 1.0
-              and empty["deletions"] == perfect["ref_words"])
+        out[audio_name] = {
+            "ref_words": perfect["ref_words"],
+            "perfect_wer": perfect["wer"],
+            "perfect_unmatched": perfect["timestamps"]["unmatched_sentences"],
+            "perfect_start_err_max": max(perfect["timestamps"]["_start_errors"]),
+            "perfect_hallucinated_words": perfect["hallucination"]["words"],
+            "empty_wer": empty["wer"],
+            "empty_deletions": empty["deletions"],
+        }
+        ok = (
+            perfect["wer"] == 0
+            and out[audio_name]["perfect_unmatched"] == 0
+            and empty["wer"] == 1.0
+            and empty["deletions"] == perfect["ref_words"]
+        )
         out[audio_name]["ok"] = ok
     return out
 
@@ -500,16 +600,25 @@ def write_readme(folder: Path, speech: Path, manifest: dict) -> None:
         "|---|---|---|---|---|---|",
     ]
     for name, e in manifest["episodes"].items():
-        lines.append(f"| {name} | {e['audio']} ({e['encoding']['codec']} {e['encoding']['bitrate']}, "
-                     f"{e['encoding']['ar']} Hz, {e['encoding']['ac']} ch) | {e['duration'] / 60:.1f} min "
-                     f"({e['duration']:.1f} s) | {e['sentences']} | {e['words']} | {e['conditions']} |")
+        lines.append(
+            f"| {name} | {e['audio']} ({e['encoding']['codec']} {e['encoding']['bitrate']}, "
+            f"{e['encoding']['ar']} Hz, {e['encoding']['ac']} ch) | {e['duration'] / 60:.1f} min "
+            f"({e['duration']:.1f} s) | {e['sentences']} | {e['words']} | {e['conditions']} |"
+        )
     failed = manifest["checks_failed"]
-    lines += ["", "Checks when it was made: each file decoded with pipeline.audio.decode matches the master's length "
-              "within 50 ms at offset 0; score.py gives the references, as a hypothesis, 0 % WER with no sentence "
-              "unmatched, and an empty hypothesis 100 % (all deletions): "
-              + (f"FAILED for {', '.join(failed)}." if failed else "all passed.")]
-    lines += ["", "Clip use (the set has too little audio for disjoint episodes, so every clip appears in two or "
-              "three episodes, in different roles and conditions, never twice in one):", ""]
+    lines += [
+        "",
+        "Checks when it was made: each file decoded with pipeline.audio.decode matches the master's length "
+        "within 50 ms at offset 0; score.py gives the references, as a hypothesis, 0 % WER with no sentence "
+        "unmatched, and an empty hypothesis 100 % (all deletions): "
+        + (f"FAILED for {', '.join(failed)}." if failed else "all passed."),
+    ]
+    lines += [
+        "",
+        "Clip use (the set has too little audio for disjoint episodes, so every clip appears in two or "
+        "three episodes, in different roles and conditions, never twice in one):",
+        "",
+    ]
     for clip, c in manifest["clips"].items():
         lines.append(f"- `{clip}`: {', '.join(c['episodes']) if c['episodes'] else 'unused'}")
     (folder / "README.md").write_text("\n".join(lines) + "\n")
@@ -519,13 +628,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output folder (outside the repository)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--speech", type=Path,
-                        default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", REPO.parent / "shared" / "speech")))
-    parser.add_argument("--trim-above-noise", type=float, default=None, metavar="DB",
-                        help="also trim frames less than DB above each clip's noise floor (e.g. 10), keeping 50 ms "
-                             "around the words; default: the 50 dB rule alone, as the development set")
-    parser.add_argument("--scorer", type=Path, default=REPO.parent / "shared" / "longform" / "score.py",
-                        help="the long-form scorer to copy into the folder")
+    parser.add_argument(
+        "--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", REPO.parent / "shared" / "speech"))
+    )
+    parser.add_argument(
+        "--trim-above-noise",
+        type=float,
+        default=None,
+        metavar="DB",
+        help="also trim frames less than DB above each clip's noise floor (e.g. 10), keeping 50 ms "
+        "around the words; default: the 50 dB rule alone, as the development set",
+    )
+    parser.add_argument(
+        "--scorer",
+        type=Path,
+        default=REPO.parent / "shared" / "longform" / "score.py",
+        help="the long-form scorer to copy into the folder",
+    )
     args = parser.parse_args()
     out, speech = args.out.resolve(), args.speech.resolve()
     if out == REPO or REPO in out.parents:
@@ -538,8 +657,14 @@ def main() -> None:
     print(f"{len(clips)} clips, {sum(c.seconds for c in clips):.1f} s after trimming", flush=True)
     rng = np.random.default_rng(args.seed)
     command = " ".join([".venv/bin/python bench/make_speech_episodes.py", *sys.argv[1:]])
-    manifest = {"seed": args.seed, "command": command, "speech_dir": str(speech), "trim": trim,
-                "tools": tool_versions(), "episodes": {}}
+    manifest = {
+        "seed": args.seed,
+        "command": command,
+        "speech_dir": str(speech),
+        "trim": trim,
+        "tools": tool_versions(),
+        "episodes": {},
+    }
     use: dict[str, list[str]] = {c.audio: [] for c in clips}
     for spec in SPECS:
         chosen = pick_clips(clips, spec, rng)
@@ -552,22 +677,45 @@ def main() -> None:
             use[c.audio].append(spec.name)
         words = sum(len(s["text"].split()) for s in ref["sentences"])
         manifest["episodes"][spec.name] = {
-            "audio": ref["audio"], "bytes": path.stat().st_size, "sha256": sha256(path), "duration": ref["duration"],
-            "sentences": len(ref["sentences"]), "words": words, "conditions": spec.description,
-            "encoding": spec.encoding, "nonspeech": ref["nonspeech"], "noise": ref["noise"],
+            "audio": ref["audio"],
+            "bytes": path.stat().st_size,
+            "sha256": sha256(path),
+            "duration": ref["duration"],
+            "sentences": len(ref["sentences"]),
+            "words": words,
+            "conditions": spec.description,
+            "encoding": spec.encoding,
+            "nonspeech": ref["nonspeech"],
+            "noise": ref["noise"],
             "decode_check": ref["decode_check"],
-            "crosses_30s": sum(1 for s in ref["sentences"] if s.get("crosses_30s"))}
+            "crosses_30s": sum(1 for s in ref["sentences"] if s.get("crosses_30s")),
+        }
         dc = ref["decode_check"]
-        print(f"{spec.name}: {ref['duration']:.1f} s, {len(ref['sentences'])} sentences, {words} words; "
-              f"decoded {dc['length_diff_ms']:+.1f} ms, offset {dc['offset_samples_16k']} samples", flush=True)
-    manifest["clips"] = {c.audio: {"source": c.source, "trimmed_lead_s": round(c.lead_s, 3),
-                                   "trimmed_tail_s": round(c.tail_s, 3), "episodes": use[c.audio]} for c in clips}
+        print(
+            f"{spec.name}: {ref['duration']:.1f} s, {len(ref['sentences'])} sentences, {words} words; "
+            f"decoded {dc['length_diff_ms']:+.1f} ms, offset {dc['offset_samples_16k']} samples",
+            flush=True,
+        )
+    manifest["clips"] = {
+        c.audio: {
+            "source": c.source,
+            "trimmed_lead_s": round(c.lead_s, 3),
+            "trimmed_tail_s": round(c.tail_s, 3),
+            "episodes": use[c.audio],
+        }
+        for c in clips
+    }
     checks = score_checks(out)
     for name, c in checks.items():
-        print(f"score check {name}: refW {c['ref_words']}, perfect WER {c['perfect_wer']:.3f} "
-              f"(unmatched {c['perfect_unmatched']}), empty WER {c['empty_wer']:.3f} ({c['empty_deletions']} D)")
-    bad = [n for n, e in manifest["episodes"].items()
-           if abs(e["decode_check"]["length_diff_ms"]) > 50 or e["decode_check"]["offset_samples_16k"] != 0]
+        print(
+            f"score check {name}: refW {c['ref_words']}, perfect WER {c['perfect_wer']:.3f} "
+            f"(unmatched {c['perfect_unmatched']}), empty WER {c['empty_wer']:.3f} ({c['empty_deletions']} D)"
+        )
+    bad = [
+        n
+        for n, e in manifest["episodes"].items()
+        if abs(e["decode_check"]["length_diff_ms"]) > 50 or e["decode_check"]["offset_samples_16k"] != 0
+    ]
     bad += [n for n, c in checks.items() if not c["ok"]]
     manifest["score_checks"], manifest["checks_failed"] = checks, bad
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

@@ -94,8 +94,10 @@ def probe(path: Path) -> AudioInfo:
     duration_s = float(duration) if duration else None
     notes = []
     if len(audio) > 1:
-        notes.append(f"{len(audio)} audio streams: transcribed the first ({_describe_stream(audio[0])}); "
-                     f"not transcribed: {', '.join(_describe_stream(s) for s in audio[1:])}")
+        notes.append(
+            f"{len(audio)} audio streams: transcribed the first ({_describe_stream(audio[0])}); "
+            f"not transcribed: {', '.join(_describe_stream(s) for s in audio[1:])}"
+        )
     codec = audio[0].get("codec_name", "?")
     if "wav" in fmt.get("format_name", ""):
         duration_s = max(duration_s or 0.0, _wav_declared_s(path) or 0.0) or None
@@ -123,9 +125,9 @@ def _wav_declared_s(path: Path) -> float | None:
         return None
     pos, byte_rate = 12, None
     while pos + 8 <= len(head):
-        chunk, length = head[pos:pos + 4], int.from_bytes(head[pos + 4:pos + 8], "little")
+        chunk, length = head[pos : pos + 4], int.from_bytes(head[pos + 4 : pos + 8], "little")
         if chunk == b"fmt " and pos + 20 <= len(head):
-            byte_rate = int.from_bytes(head[pos + 16:pos + 20], "little")
+            byte_rate = int.from_bytes(head[pos + 16 : pos + 20], "little")
         if chunk == b"data":
             if byte_rate and 0 < length < 0xFFFFFFFF and pos + 8 + length > size:
                 return length / byte_rate
@@ -138,8 +140,12 @@ def _mpeg_last_frame_cut(path: Path, duration_s: float) -> bool:
     """A constant-bitrate MPEG audio file has no header that announces its length: a cut copy shows
     only as a last frame shorter than the ones before it (CBR frames differ by one padding byte)."""
     try:
-        out = ffmpeg.probe(ffmpeg_name(path), read_intervals=f"{max(0.0, duration_s - 3):.3f}%",
-                           show_entries="packet=size", select_streams="a:0")
+        out = ffmpeg.probe(
+            ffmpeg_name(path),
+            read_intervals=f"{max(0.0, duration_s - 3):.3f}%",
+            show_entries="packet=size",
+            select_streams="a:0",
+        )
     except ffmpeg.Error:
         return False
     sizes = [int(p["size"]) for p in out.get("packets", []) if p.get("size")]
@@ -154,8 +160,9 @@ def _last_line(stderr: bytes | None) -> str:
     return lines[-1] if lines else "ffmpeg failed without a message"
 
 
-def stream(path: Path, expected_s: float | None = None, warnings: list[str] | None = None,
-           block_s: float = 5.0) -> Iterator[np.ndarray]:
+def stream(
+    path: Path, expected_s: float | None = None, warnings: list[str] | None = None, block_s: float = 5.0
+) -> Iterator[np.ndarray]:
     """Yield float32 mono 16 kHz blocks of the file's first audio stream.
 
     What decodes is kept: a file that yields far less audio than its container
@@ -276,6 +283,11 @@ def cut(blocks: Iterator[np.ndarray], opts: CutOptions, voice=None) -> Iterator[
         yield Piece(index, offset, buf.copy())
 
 
-def pieces(path: Path, opts: CutOptions = CutOptions(), expected_s: float | None = None,
-           warnings: list[str] | None = None, voice=None) -> Iterator[Piece]:
+def pieces(
+    path: Path,
+    opts: CutOptions = CutOptions(),
+    expected_s: float | None = None,
+    warnings: list[str] | None = None,
+    voice=None,
+) -> Iterator[Piece]:
     return cut(stream(path, expected_s, warnings), opts, voice)

@@ -15,32 +15,55 @@ import click
 from . import errors, jobfile
 from .audio import CutOptions
 from .decode.options import DecodeOptions
-from .export import FORMATS, CueRules
 from .errors import PodscribeError
+from .export import FORMATS, CueRules
 from .languages import language_code
-from .workers import MAX_ATTEMPTS
 from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
+from .workers import MAX_ATTEMPTS
 
 DEFAULT_JOB_DIR = "podscribe-manifests"
 DTYPES = ("auto", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-DEFAULTS = {"model": None, "assistant": "default", "device": "auto", "dtype": "auto", "batch_size": 4,
-            "language": None, "task": "transcribe", "min_piece": 15.0, "max_piece": 30.0, "cache_dir": None,
-            "subtitles": [], "word_timestamps": None, "output_dir": None,
-            "vad": True, "no_speech_threshold": DecodeOptions.no_speech_threshold,
-            "logprob_threshold": DecodeOptions.logprob_threshold,
-            "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold, "threads": None,
-            "vad_threshold": DecodeOptions.vad_threshold, "initial_prompt": None, "hotwords": None,
-            "languages": None, "language_mode": "piece", "coverage": DecodeOptions.coverage,
-            "fallback_beams": DecodeOptions.fallback_beams, "workers": None, "engine": "local", "address": None,
-            "max_attempts": MAX_ATTEMPTS}
+DEFAULTS = {
+    "model": None,
+    "assistant": "default",
+    "device": "auto",
+    "dtype": "auto",
+    "batch_size": 4,
+    "language": None,
+    "task": "transcribe",
+    "min_piece": 15.0,
+    "max_piece": 30.0,
+    "cache_dir": None,
+    "subtitles": [],
+    "word_timestamps": None,
+    "output_dir": None,
+    "vad": True,
+    "no_speech_threshold": DecodeOptions.no_speech_threshold,
+    "logprob_threshold": DecodeOptions.logprob_threshold,
+    "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold,
+    "threads": None,
+    "vad_threshold": DecodeOptions.vad_threshold,
+    "initial_prompt": None,
+    "hotwords": None,
+    "languages": None,
+    "language_mode": "piece",
+    "coverage": DecodeOptions.coverage,
+    "fallback_beams": DecodeOptions.fallback_beams,
+    "workers": None,
+    "engine": "local",
+    "address": None,
+    "max_attempts": MAX_ATTEMPTS,
+}
 # Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
-CUE_FLAGS = {"max_line_chars": ("max_line_chars", click.IntRange(10, 200), "Longest subtitle line, characters."),
-             "max_lines": ("max_lines", click.IntRange(1, 2), "Lines per cue."),
-             "max_cps": ("max_cps", float, "Reading speed limit, characters per second."),
-             "max_duration": ("max_duration_s", float, "Longest cue, seconds."),
-             "min_duration": ("min_duration_s", float, "Shortest cue, seconds."),
-             "pause_split": ("pause_split_s", float, "A pause longer than this starts a new cue, seconds.")}
+CUE_FLAGS = {
+    "max_line_chars": ("max_line_chars", click.IntRange(10, 200), "Longest subtitle line, characters."),
+    "max_lines": ("max_lines", click.IntRange(1, 2), "Lines per cue."),
+    "max_cps": ("max_cps", float, "Reading speed limit, characters per second."),
+    "max_duration": ("max_duration_s", float, "Longest cue, seconds."),
+    "min_duration": ("min_duration_s", float, "Shortest cue, seconds."),
+    "pause_split": ("pause_split_s", float, "A pause longer than this starts a new cue, seconds."),
+}
 DEFAULTS.update({key: getattr(CueRules, field) for key, (field, _, _) in CUE_FLAGS.items()})
 
 
@@ -54,11 +77,19 @@ def _formats(value) -> list[str]:
 
 def cue_options(show_default: bool):
     """--max-line-chars, --max-cps, ... generated from CueRules: one source for their defaults."""
+
     def decorate(f):
         for key, (field, kind, text) in reversed(CUE_FLAGS.items()):
-            f = click.option(f"--{key.replace('_', '-')}", key, type=kind, show_default=show_default,
-                             default=getattr(CueRules, field) if show_default else None, help=text)(f)
+            f = click.option(
+                f"--{key.replace('_', '-')}",
+                key,
+                type=kind,
+                show_default=show_default,
+                default=getattr(CueRules, field) if show_default else None,
+                help=text,
+            )(f)
         return f
+
     return decorate
 
 
@@ -83,95 +114,205 @@ def main(verbose: bool) -> None:
 
 def job_options(flags_default_none: bool):
     """The options that shape a job, shared by `transcribe` and `run`."""
+
     def d(key):
         return None if flags_default_none else DEFAULTS[key]
 
     show = not flags_default_none
     options = [
-        click.option("--model", default=None,
-                     help="Main model: offline alias (base, tiny.en), local Transformers or CTranslate2 dir, or hub "
-                          "id. Default: openai/whisper-large-v3 on CUDA, base on CPU."),
-        click.option("--assistant", default=d("assistant"), show_default=show,
-                     help=f"Draft model for speculative decoding: a model like --model, '{SELF_INT8}' (the main "
-                          "model's own int8 decoder), 'auto' (measure on the first pieces whether drafting beats "
-                          "plain batched decoding, keep the faster; the same tokens either way), or 'none'. "
-                          "'default': distil-large-v3 on CUDA, none on CPU."),
+        click.option(
+            "--model",
+            default=None,
+            help="Main model: offline alias (base, tiny.en), local Transformers or CTranslate2 dir, or hub "
+            "id. Default: openai/whisper-large-v3 on CUDA, base on CPU.",
+        ),
+        click.option(
+            "--assistant",
+            default=d("assistant"),
+            show_default=show,
+            help=f"Draft model for speculative decoding: a model like --model, '{SELF_INT8}' (the main "
+            "model's own int8 decoder), 'auto' (measure on the first pieces whether drafting beats "
+            "plain batched decoding, keep the faster; the same tokens either way), or 'none'. "
+            "'default': distil-large-v3 on CUDA, none on CPU.",
+        ),
         click.option("--device", default=d("device"), show_default=show, help="auto, cpu, cuda or cuda:N."),
-        click.option("--dtype", default=d("dtype"), show_default=show, type=click.Choice(DTYPES),
-                     help="auto: fp16 on CUDA, fp32 on CPU."),
-        click.option("--batch-size", default=d("batch_size"), show_default=show, type=click.IntRange(1, 64),
-                     help="Pieces decoded together (with an assistant too; with 'auto', the largest it may pick)."),
-        click.option("--language", default=None,
-                     help="Language code or name (en, nl, German, ...); auto: detect per piece (the default)."),
-        click.option("--languages", default=None,
-                     help="Detect only among these, e.g. en,nl (codes or names). Default: any."),
-        click.option("--language-mode", type=click.Choice(["piece", "file"]), default=d("language_mode"),
-                     show_default=show,
-                     help="piece: detect per piece; file: detect on the first speech, then lock the file's language."),
+        click.option(
+            "--dtype",
+            default=d("dtype"),
+            show_default=show,
+            type=click.Choice(DTYPES),
+            help="auto: fp16 on CUDA, fp32 on CPU.",
+        ),
+        click.option(
+            "--batch-size",
+            default=d("batch_size"),
+            show_default=show,
+            type=click.IntRange(1, 64),
+            help="Pieces decoded together (with an assistant too; with 'auto', the largest it may pick).",
+        ),
+        click.option(
+            "--language",
+            default=None,
+            help="Language code or name (en, nl, German, ...); auto: detect per piece (the default).",
+        ),
+        click.option(
+            "--languages", default=None, help="Detect only among these, e.g. en,nl (codes or names). Default: any."
+        ),
+        click.option(
+            "--language-mode",
+            type=click.Choice(["piece", "file"]),
+            default=d("language_mode"),
+            show_default=show,
+            help="piece: detect per piece; file: detect on the first speech, then lock the file's language.",
+        ),
         click.option("--task", type=click.Choice(["transcribe", "translate"]), default=d("task"), show_default=show),
-        click.option("--min-piece", type=float, default=d("min_piece"), show_default=show,
-                     help="Shortest piece in seconds (cuts prefer silences)."),
-        click.option("--max-piece", type=float, default=d("max_piece"), show_default=show,
-                     help="Longest piece in seconds (<= 30)."),
-        click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                     help="Where converted models are kept. Default: $PODSCRIBE_CACHE or ~/.cache/podscribe."),
-        click.option("-f", "--output-format", "--subtitles", "subtitles", default=None,
-                     help="Write text/subtitle files when the job ends: comma list of txt, vtt, srt, tsv, json, or "
-                          "all (into --output-dir). Turns word timestamps on. Without --out: all."),
-        click.option("-o", "--output-dir", "output_dir", type=click.Path(file_okay=False, path_type=Path),
-                     default=None, help="Where those files go, named <input stem>.<ext>. Default: <out>/subtitles, "
-                                        "or the current folder when --out is not given."),
-        click.option("--vad/--no-vad", default=None,
-                     help="Silero VAD gate: no words from music, tones or noise (default on). --no-vad transcribes "
-                          "pieces the VAD hears no voice in (singing over music)."),
-        click.option("--vad-threshold", type=click.FloatRange(0, 1), default=None,
-                     help=f"Silero's speech probability above which a frame is voice (default "
-                          f"{DecodeOptions.vad_threshold}; lower keeps more speech over music)."),
-        click.option("--initial-prompt", "--initial_prompt", "initial_prompt", default=None,
-                     help="Text given to every piece as the previous text (names, spelling, style), like "
-                          "whisper's --initial_prompt; pieces are decoded independently, so every piece gets it."),
-        click.option("--hotwords", default=None,
-                     help="Names and terms to spell right, e.g. \"Anna Kowalski, Tiverton FC\" (in the prompt, "
-                          "before --initial-prompt, as faster-whisper does)."),
-        click.option("--coverage/--no-coverage", default=None,
-                     help="Decode again the voice (VAD) that no text covers: what greedy Whisper drops when it "
-                          "stops early (default on; needs the VAD)."),
-        click.option("--fallback-beams", type=click.IntRange(0, 16), default=None,
-                     help=f"Pieces failing Whisper's checks (looping text, log-prob below the threshold) are decoded "
-                          f"again: beam search of this width, then seeded sampling at temperatures 0.2-1.0, the best "
-                          f"result kept (default {DecodeOptions.fallback_beams}; 0: never)."),
-        click.option("--no-speech-threshold", type=float, default=None,
-                     help=f"Whisper's no-speech rule (default {DecodeOptions.no_speech_threshold})."),
-        click.option("--logprob-threshold", type=float, default=None,
-                     help=f"Average log-probability below which a no-speech piece is dropped "
-                          f"(default {DecodeOptions.logprob_threshold})."),
-        click.option("--compression-ratio-threshold", type=float, default=None,
-                     help=f"Above it a text loops (default {DecodeOptions.compression_ratio_threshold})."),
-        click.option("--threads", type=click.IntRange(1, 512), default=None,
-                     help="CPU threads for torch (default: torch's own, usually the core count)."),
-        click.option("--word-timestamps/--no-word-timestamps", default=None,
-                     help="Word start/end/probability in the segments table. Default: on when subtitles are asked for."),
-        click.option("--workers", type=click.IntRange(1, 1024), default=None,
-                     help="Worker processes on this job (local: on this machine, each with its share of the cores "
-                          "or its own GPU, default 1; ray: actors, default one per GPU of the cluster, else one "
-                          "per CPU). Another podscribe "
-                          "started on the same job dir with the same options joins as one more worker."),
-        click.option("--engine", type=click.Choice(["local", "ray"]), default=d("engine"), show_default=show,
-                     help="local: processes on this machine; ray: Ray actors across a cluster (pip install "
-                          "'podscribe[ray]'; the job dir must be on storage every node mounts at the same path)."),
+        click.option(
+            "--min-piece",
+            type=float,
+            default=d("min_piece"),
+            show_default=show,
+            help="Shortest piece in seconds (cuts prefer silences).",
+        ),
+        click.option(
+            "--max-piece",
+            type=float,
+            default=d("max_piece"),
+            show_default=show,
+            help="Longest piece in seconds (<= 30).",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Where converted models are kept. Default: $PODSCRIBE_CACHE or ~/.cache/podscribe.",
+        ),
+        click.option(
+            "-f",
+            "--output-format",
+            "--subtitles",
+            "subtitles",
+            default=None,
+            help="Write text/subtitle files when the job ends: comma list of txt, vtt, srt, tsv, json, or "
+            "all (into --output-dir). Turns word timestamps on. Without --out: all.",
+        ),
+        click.option(
+            "-o",
+            "--output-dir",
+            "output_dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Where those files go, named <input stem>.<ext>. Default: <out>/subtitles, "
+            "or the current folder when --out is not given.",
+        ),
+        click.option(
+            "--vad/--no-vad",
+            default=None,
+            help="Silero VAD gate: no words from music, tones or noise (default on). --no-vad transcribes "
+            "pieces the VAD hears no voice in (singing over music).",
+        ),
+        click.option(
+            "--vad-threshold",
+            type=click.FloatRange(0, 1),
+            default=None,
+            help=f"Silero's speech probability above which a frame is voice (default "
+            f"{DecodeOptions.vad_threshold}; lower keeps more speech over music).",
+        ),
+        click.option(
+            "--initial-prompt",
+            "--initial_prompt",
+            "initial_prompt",
+            default=None,
+            help="Text given to every piece as the previous text (names, spelling, style), like "
+            "whisper's --initial_prompt; pieces are decoded independently, so every piece gets it.",
+        ),
+        click.option(
+            "--hotwords",
+            default=None,
+            help='Names and terms to spell right, e.g. "Anna Kowalski, Tiverton FC" (in the prompt, '
+            "before --initial-prompt, as faster-whisper does).",
+        ),
+        click.option(
+            "--coverage/--no-coverage",
+            default=None,
+            help="Decode again the voice (VAD) that no text covers: what greedy Whisper drops when it "
+            "stops early (default on; needs the VAD).",
+        ),
+        click.option(
+            "--fallback-beams",
+            type=click.IntRange(0, 16),
+            default=None,
+            help=f"Pieces failing Whisper's checks (looping text, log-prob below the threshold) are decoded "
+            f"again: beam search of this width, then seeded sampling at temperatures 0.2-1.0, the best "
+            f"result kept (default {DecodeOptions.fallback_beams}; 0: never).",
+        ),
+        click.option(
+            "--no-speech-threshold",
+            type=float,
+            default=None,
+            help=f"Whisper's no-speech rule (default {DecodeOptions.no_speech_threshold}).",
+        ),
+        click.option(
+            "--logprob-threshold",
+            type=float,
+            default=None,
+            help=f"Average log-probability below which a no-speech piece is dropped "
+            f"(default {DecodeOptions.logprob_threshold}).",
+        ),
+        click.option(
+            "--compression-ratio-threshold",
+            type=float,
+            default=None,
+            help=f"Above it a text loops (default {DecodeOptions.compression_ratio_threshold}).",
+        ),
+        click.option(
+            "--threads",
+            type=click.IntRange(1, 512),
+            default=None,
+            help="CPU threads for torch (default: torch's own, usually the core count).",
+        ),
+        click.option(
+            "--word-timestamps/--no-word-timestamps",
+            default=None,
+            help="Word start/end/probability in the segments table. Default: on when subtitles are asked for.",
+        ),
+        click.option(
+            "--workers",
+            type=click.IntRange(1, 1024),
+            default=None,
+            help="Worker processes on this job (local: on this machine, each with its share of the cores "
+            "or its own GPU, default 1; ray: actors, default one per GPU of the cluster, else one "
+            "per CPU). Another podscribe "
+            "started on the same job dir with the same options joins as one more worker.",
+        ),
+        click.option(
+            "--engine",
+            type=click.Choice(["local", "ray"]),
+            default=d("engine"),
+            show_default=show,
+            help="local: processes on this machine; ray: Ray actors across a cluster (pip install "
+            "'podscribe[ray]'; the job dir must be on storage every node mounts at the same path).",
+        ),
         click.option("--address", default=None, help="Ray cluster address (--engine ray; default: start Ray here)."),
-        click.option("--max-attempts", type=click.IntRange(1, 100), default=d("max_attempts"), show_default=show,
-                     help="A file whose worker dies this many times in a row (killed, out of memory) without saving "
-                          "a batch becomes a failed row instead of being tried forever."),
+        click.option(
+            "--max-attempts",
+            type=click.IntRange(1, 100),
+            default=d("max_attempts"),
+            show_default=show,
+            help="A file whose worker dies this many times in a row (killed, out of memory) without saving "
+            "a batch becomes a failed row instead of being tried forever.",
+        ),
         click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
         click.option("--restart", is_flag=True, help="Forget this job dir's results and start over."),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars (for cron)."),
-        click.option("--log-file", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
-                     help="Also log each finished or failed file here."),
+        click.option(
+            "--log-file",
+            type=click.Path(dir_okay=False, writable=True, path_type=Path),
+            default=None,
+            help="Also log each finished or failed file here.",
+        ),
     ]
 
-    options += [click.option(*names, hidden=True, expose_value=False, callback=_unsupported)
-                for names in UNSUPPORTED]
+    options += [click.option(*names, hidden=True, expose_value=False, callback=_unsupported) for names in UNSUPPORTED]
 
     def decorate(f):
         for option in reversed(options):
@@ -183,9 +324,21 @@ def job_options(flags_default_none: bool):
 
 # Decoding flags of openai-whisper / faster-whisper that podscribe has no equivalent for: a clear answer, not
 # click's "did you mean --batch-size?" (a different meaning).
-UNSUPPORTED = [tuple(dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))) for name in (
-    "beam_size", "best_of", "temperature", "patience", "length_penalty", "temperature_increment_on_fallback",
-    "condition_on_previous_text", "suppress_tokens", "sampling_temperature", "num_beams")]
+UNSUPPORTED = [
+    tuple(dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}")))
+    for name in (
+        "beam_size",
+        "best_of",
+        "temperature",
+        "patience",
+        "length_penalty",
+        "temperature_increment_on_fallback",
+        "condition_on_previous_text",
+        "suppress_tokens",
+        "sampling_temperature",
+        "num_beams",
+    )
+]
 
 
 def _unsupported(ctx, param, value):
@@ -193,7 +346,9 @@ def _unsupported(ctx, param, value):
         raise click.UsageError(
             f"{param.opts[0]} is not supported: podscribe decodes greedily, so that its output is token for token "
             "the main model's with or without an assistant (speculative decoding); pieces that fail Whisper's checks "
-            "are decoded again with beam search (--fallback-beams). Leave it out.", ctx)
+            "are decoded again with beam search (--fallback-beams). Leave it out.",
+            ctx,
+        )
     return value
 
 
@@ -227,25 +382,39 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             break
     try:
         return JobOptions(
-            out_dir=out_dir, model=settings["model"], assistant=settings["assistant"], device=settings["device"],
+            out_dir=out_dir,
+            model=settings["model"],
+            assistant=settings["assistant"],
+            device=settings["device"],
             dtype=settings["dtype"],
-            decode=DecodeOptions(language=language_code(settings["language"]), task=settings["task"],
-                                 batch_size=settings["batch_size"], vad=settings["vad"],
-                                 no_speech_threshold=settings["no_speech_threshold"],
-                                 logprob_threshold=settings["logprob_threshold"],
-                                 compression_ratio_threshold=settings["compression_ratio_threshold"],
-                                 vad_threshold=settings["vad_threshold"], initial_prompt=settings["initial_prompt"],
-                                 hotwords=settings["hotwords"],
-                                 languages=_language_set(settings["languages"]),
-                                 language_mode=settings["language_mode"],
-                                 coverage=settings["coverage"], fallback_beams=settings["fallback_beams"],
-                                 word_timestamps=settings["word_timestamps"]),
-            subtitles=settings["subtitles"], output_dir=Path(settings["output_dir"]) if settings["output_dir"] else None,
-            cue_rules=_cue_rules(settings), threads=settings["threads"],
+            decode=DecodeOptions(
+                language=language_code(settings["language"]),
+                task=settings["task"],
+                batch_size=settings["batch_size"],
+                vad=settings["vad"],
+                no_speech_threshold=settings["no_speech_threshold"],
+                logprob_threshold=settings["logprob_threshold"],
+                compression_ratio_threshold=settings["compression_ratio_threshold"],
+                vad_threshold=settings["vad_threshold"],
+                initial_prompt=settings["initial_prompt"],
+                hotwords=settings["hotwords"],
+                languages=_language_set(settings["languages"]),
+                language_mode=settings["language_mode"],
+                coverage=settings["coverage"],
+                fallback_beams=settings["fallback_beams"],
+                word_timestamps=settings["word_timestamps"],
+            ),
+            subtitles=settings["subtitles"],
+            output_dir=Path(settings["output_dir"]) if settings["output_dir"] else None,
+            cue_rules=_cue_rules(settings),
+            threads=settings["threads"],
             cut=CutOptions(min_s=settings["min_piece"], max_s=settings["max_piece"]),
             cache_dir=Path(settings["cache_dir"]) if settings["cache_dir"] else None,
-            progress=not flags.get("quiet"), retry_failed=bool(flags.get("retry_failed")),
-            restart=bool(flags.get("restart")), max_attempts=settings["max_attempts"])
+            progress=not flags.get("quiet"),
+            retry_failed=bool(flags.get("retry_failed")),
+            restart=bool(flags.get("restart")),
+            max_attempts=settings["max_attempts"],
+        )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -318,11 +487,11 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         if settings["engine"] == "ray":
             summary = engines.run_ray(inputs, options, settings["workers"], settings["address"])
         else:
-            summary = engines.run_processes(inputs, engines.for_rank(options), settings["workers"] or 1,
-                                            stopper.event)
+            summary = engines.run_processes(inputs, engines.for_rank(options), settings["workers"] or 1, stopper.event)
     except (Interrupted, KeyboardInterrupt):
-        click.echo(f"stopped; everything decoded so far is saved in {out_dir}. Rerun the same command to resume.",
-                   err=True)
+        click.echo(
+            f"stopped; everything decoded so far is saved in {out_dir}. Rerun the same command to resume.", err=True
+        )
         sys.exit(stopper.exit_code)
     except PodscribeError as exc:
         click.echo(f"Error: {exc}", err=True)
@@ -341,18 +510,22 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
 
 
 def _report(summary) -> None:
-    extra = [f"failed earlier (not retried): {summary.skipped_failed}" if summary.skipped_failed else "",
-             f"copies of another input: {summary.copies}" if summary.copies else "",
-             f"missing (earlier results kept): {len(summary.missing)}" if summary.missing else "",
-             f"with warnings: {len(summary.warnings)}" if summary.warnings else "",
-             f"finished by other workers: {summary.by_others}" if summary.by_others else "",
-             f"being decoded by other workers: {summary.elsewhere}" if summary.elsewhere else ""]
-    click.echo(f"done: {summary.done}, failed: {summary.failed}, already done: {summary.already_done}"
-               + "".join(f", {e}" for e in extra if e)
-               + f"; {summary.audio_s:.0f} s of audio in {summary.wall_s:.0f} s")
+    extra = [
+        f"failed earlier (not retried): {summary.skipped_failed}" if summary.skipped_failed else "",
+        f"copies of another input: {summary.copies}" if summary.copies else "",
+        f"missing (earlier results kept): {len(summary.missing)}" if summary.missing else "",
+        f"with warnings: {len(summary.warnings)}" if summary.warnings else "",
+        f"finished by other workers: {summary.by_others}" if summary.by_others else "",
+        f"being decoded by other workers: {summary.elsewhere}" if summary.elsewhere else "",
+    ]
+    click.echo(
+        f"done: {summary.done}, failed: {summary.failed}, already done: {summary.already_done}"
+        + "".join(f", {e}" for e in extra if e)
+        + f"; {summary.audio_s:.0f} s of audio in {summary.wall_s:.0f} s"
+    )
     for path, error in summary.failures:
         click.echo(f"  failed: {path}: {error}", err=True)
-    for path, problem in summary.missing:
+    for _path, problem in summary.missing:
         click.echo(f"  missing: {problem} (its results from an earlier run are kept)", err=True)
     for path, warning in summary.warnings:
         click.echo(f"  warning: {path}: {warning}", err=True)
@@ -365,9 +538,14 @@ def _report(summary) -> None:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Job directory for the manifests, e.g. manifests/<job>. Rerunning into it resumes. Default: "
-                   f"{DEFAULT_JOB_DIR} inside --output-dir (or the current folder).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Job directory for the manifests, e.g. manifests/<job>. Rerunning into it resumes. Default: "
+    f"{DEFAULT_JOB_DIR} inside --output-dir (or the current folder).",
+)
 @job_options(flags_default_none=False)
 def transcribe(inputs, out_dir, **flags) -> None:
     """Transcribe audio/video files (mp3, m4a, opus, ogg, flac, wav, mp4, ...), folders or glob patterns.
@@ -389,8 +567,13 @@ def transcribe(inputs, out_dir, **flags) -> None:
 
 @main.command("run")
 @click.argument("job_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Overrides the job file's `out` (default manifests/<name>).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Overrides the job file's `out` (default manifests/<name>).",
+)
 @job_options(flags_default_none=True)
 def run_job(job_file, out_dir, **flags) -> None:
     """Run a job file (TOML; jobs/example.toml documents every key). Flags override the file."""
@@ -413,10 +596,24 @@ def status(job_dir: Path) -> None:
 
 @main.command("export")
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("-f", "--format", "--output-format", "formats", default="srt,vtt", show_default=True,
-              help=f"Comma list of {', '.join(FORMATS)}, or all.")
-@click.option("-o", "--out", "--output-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Where the files go (default <job dir>/subtitles).")
+@click.option(
+    "-f",
+    "--format",
+    "--output-format",
+    "formats",
+    default="srt,vtt",
+    show_default=True,
+    help=f"Comma list of {', '.join(FORMATS)}, or all.",
+)
+@click.option(
+    "-o",
+    "--out",
+    "--output-dir",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the files go (default <job dir>/subtitles).",
+)
 @cue_options(show_default=True)
 def export_cmd(job_dir, formats, out_dir, **cue) -> None:
     """Write one subtitle/text file per transcribed input (named after it) from a job's manifests."""

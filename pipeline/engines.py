@@ -24,10 +24,10 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from .export import export_job
 from .errors import PodscribeError, UsageProblem
-from .runtime import quiet_libraries
+from .export import export_job
 from .runner import Interrupted, JobOptions, JobSummary, job_models, restart_job, run
+from .runtime import quiet_libraries
 
 log = logging.getLogger("podscribe")
 
@@ -98,8 +98,9 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     results = spawn.Queue()
     children = []
     for i in range(1, n):
-        child_options = replace(options, restart=False, progress=False, subtitles=[], threads=threads,
-                                device=_device_of(options, i))
+        child_options = replace(
+            options, restart=False, progress=False, subtitles=[], threads=threads, device=_device_of(options, i)
+        )
         proc = spawn.Process(target=_child, args=(inputs, child_options, results), daemon=False)
         proc.start()
         children.append(proc)
@@ -167,15 +168,18 @@ class RayWorker:
 
     def run(self) -> JobSummary:
         if not (Path(self.options.out_dir) / self.marker).exists():
-            raise UsageProblem(f"the job dir {self.options.out_dir} is not reachable from the Ray worker on "
-                               f"{socket.gethostname()}: put it on storage every node mounts at the same path "
-                               "(NFSv4, CephFS; POSIX rename and flock are needed, an object store will not do)")
+            raise UsageProblem(
+                f"the job dir {self.options.out_dir} is not reachable from the Ray worker on "
+                f"{socket.gethostname()}: put it on storage every node mounts at the same path "
+                "(NFSv4, CephFS; POSIX rename and flock are needed, an object store will not do)"
+            )
         quiet_libraries()
         return run(self.inputs, self.options, stop=threading.Event())
 
 
-def run_ray(inputs: list[str], options: JobOptions, n: int | None, address: str | None,
-            cpus_per_worker: float = 1.0) -> JobSummary:
+def run_ray(
+    inputs: list[str], options: JobOptions, n: int | None, address: str | None, cpus_per_worker: float = 1.0
+) -> JobSummary:
     """`--engine ray`: one actor per GPU of the cluster (or N actors of ``cpus_per_worker`` CPUs), each a
     worker of the job. A dead actor is restarted and its loop run again at most ``max_attempts`` times (Ray's
     defaults retry forever: one bad file must not become an endless loop); a file that keeps killing actors
@@ -193,22 +197,34 @@ def run_ray(inputs: list[str], options: JobOptions, n: int | None, address: str 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / marker).write_text(socket.gethostname())
     local = address is None
-    ray.init(address=address, include_dashboard=False, log_to_driver=True,
-             **({"object_store_memory": 100 * 2**20} if local else {}))
+    ray.init(
+        address=address,
+        include_dashboard=False,
+        log_to_driver=True,
+        **({"object_store_memory": 100 * 2**20} if local else {}),
+    )
     try:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         cpus = ray.cluster_resources().get("CPU", 1)
         fits = gpus or max(1, int(cpus // cpus_per_worker))
         if n and n > fits:
-            log.warning("--workers %d: the cluster has room for %d now; the others wait for resources (an "
-                        "autoscaler may add them)", n, fits)
+            log.warning(
+                "--workers %d: the cluster has room for %d now; the others wait for resources (an "
+                "autoscaler may add them)",
+                n,
+                fits,
+            )
         n = n or fits
         actor = ray.remote(RayWorker).options(
-            num_gpus=1 if gpus else 0, num_cpus=0 if gpus else cpus_per_worker,
-            max_restarts=options.max_attempts, max_task_retries=options.max_attempts)
+            num_gpus=1 if gpus else 0,
+            num_cpus=0 if gpus else cpus_per_worker,
+            max_restarts=options.max_attempts,
+            max_task_retries=options.max_attempts,
+        )
         threads = None if gpus else max(1, int(cpus_per_worker))
-        worker_options = replace(options, out_dir=out_dir, restart=False, progress=False, subtitles=[],
-                                 threads=options.threads or threads)  # Ray gives each actor its GPU
+        worker_options = replace(
+            options, out_dir=out_dir, restart=False, progress=False, subtitles=[], threads=options.threads or threads
+        )  # Ray gives each actor its GPU
         actors = [actor.remote(inputs, worker_options, marker) for _ in range(n)]
         summary, failures = JobSummary(out_dir), []
         for ref in [a.run.remote() for a in actors]:

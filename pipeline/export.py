@@ -51,9 +51,37 @@ from .manifest import JobDir, atomic_write_bytes, damage_hint, row_paths
 
 log = logging.getLogger("podscribe")
 FORMATS = ("txt", "vtt", "srt", "tsv", "json")  # the order of openai-whisper's `all`
-BREAK_BEFORE = {"and", "but", "or", "nor", "so", "yet", "because", "although", "though", "while", "if", "when",
-                "that", "which", "who", "where", "to", "of", "in", "on", "at", "for", "with", "from", "by",
-                "about", "into", "than", "as"}
+BREAK_BEFORE = {
+    "and",
+    "but",
+    "or",
+    "nor",
+    "so",
+    "yet",
+    "because",
+    "although",
+    "though",
+    "while",
+    "if",
+    "when",
+    "that",
+    "which",
+    "who",
+    "where",
+    "to",
+    "of",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "from",
+    "by",
+    "about",
+    "into",
+    "than",
+    "as",
+}
 PUNCTUATION_END = re.compile(r"[.,;:!?…)\]\"”]$")
 SENTENCE_END = re.compile(r"[.!?…][\"”)]?$")
 
@@ -171,8 +199,13 @@ def _needed_ms(chars: int, rules: CueRules) -> tuple[int, int]:
     return _ms_up(rules.min_duration_s), _ms_up(chars / rules.max_cps)
 
 
-def _schedule(spans: list[tuple[int, int]], chars: list[int], rules: CueRules, end_ms: int | None,
-              prev_start_ms: int | None = None) -> list[tuple[int, int]]:
+def _schedule(
+    spans: list[tuple[int, int]],
+    chars: list[int],
+    rules: CueRules,
+    end_ms: int | None,
+    prev_start_ms: int | None = None,
+) -> list[tuple[int, int]]:
     """(start, end) in ms of cues whose speech spans ``spans`` (ms, in order) and that must end by
     ``end_ms`` (the file's end, or the start of the cue after them less the gap; None: no limit), after
     a cue that starts at ``prev_start_ms`` (if any).
@@ -219,7 +252,9 @@ def _cue_flags(start_ms: int, end_ms: int, chars: int, rules: CueRules) -> list[
 def segment_words(segment: dict) -> tuple[list[TimedWord], bool]:
     """(words, timed): the segment's own word timings, or words placed in proportion to characters."""
     if segment.get("words"):
-        return [TimedWord(w["word"].strip(), w["start_s"], w["end_s"]) for w in segment["words"] if w["word"].strip()], True
+        return [
+            TimedWord(w["word"].strip(), w["start_s"], w["end_s"]) for w in segment["words"] if w["word"].strip()
+        ], True
     texts = segment["text"].split()
     total = sum(len(t) + 1 for t in texts) or 1
     span = segment["end_s"] - segment["start_s"]
@@ -234,6 +269,7 @@ def segment_words(segment: dict) -> tuple[list[TimedWord], bool]:
 @dataclass
 class _Block:
     """The words of one cue to be, and the segment they come from."""
+
     segment: int
     words: list[TimedWord]
 
@@ -257,8 +293,9 @@ def _fits(block: _Block, rules: CueRules) -> bool:
     return max(_needed_ms(block.chars, rules)) <= _ms_down(rules.max_duration_s) or len(words) == 1
 
 
-def _timed_blocks(blocks: list[_Block], rules: CueRules, end_ms: int | None,
-                  prev_start_ms: int | None = None) -> tuple[list[tuple[int, int]], list[float]]:
+def _timed_blocks(
+    blocks: list[_Block], rules: CueRules, end_ms: int | None, prev_start_ms: int | None = None
+) -> tuple[list[tuple[int, int]], list[float]]:
     """The blocks' times (see ``_schedule``), and how far each falls short of its rules: the time it
     needs over the time it gets (over 1 breaks a rule)."""
     times = _schedule([b.span for b in blocks], [b.chars for b in blocks], rules, end_ms, prev_start_ms)
@@ -282,7 +319,7 @@ def _relayouts(blocks: list[_Block], i: int, rules: CueRules):
         cut = len(blocks[j].words)
         for k in (-3, -2, -1, 1, 2, 3):
             if 0 < cut + k < len(both):
-                pair = [_Block(blocks[j].segment, both[:cut + k]), _Block(blocks[j].segment, both[cut + k:])]
+                pair = [_Block(blocks[j].segment, both[: cut + k]), _Block(blocks[j].segment, both[cut + k :])]
                 if all(split_lines([w.text for w in b.words], rules) is not None and _fits(b, rules) for b in pair):
                     yield j, pair
 
@@ -306,14 +343,15 @@ def _repair(blocks: list[_Block], rules: CueRules, end_ms: int | None) -> tuple[
         best = None
         for j, replacement in _relayouts(blocks, i, rules):
             lo, hi = max(j - _REPAIR_REACH, 0), min(j + 2 + _REPAIR_REACH, len(blocks))
-            window = blocks[lo:j] + replacement + blocks[j + 2:hi]
-            _, trial = _timed_blocks(window, rules, times[hi][0] - gap if hi < len(blocks) else end_ms,
-                                     times[lo - 1][0] if lo else None)
+            window = blocks[lo:j] + replacement + blocks[j + 2 : hi]
+            _, trial = _timed_blocks(
+                window, rules, times[hi][0] - gap if hi < len(blocks) else end_ms, times[lo - 1][0] if lo else None
+            )
             bad_before, bad_after = sum(x > 1 for x in short[lo:hi]), sum(x > 1 for x in trial)
             k = j - lo  # the replacement's place in the window
             if (len(replacement) == 1 and trial[k] > 1) or bad_after >= bad_before:
                 continue
-            if max(trial[max(k - 2, 0):k + len(replacement) + 2]) > max(short[max(j - 2, 0):j + 4]):
+            if max(trial[max(k - 2, 0) : k + len(replacement) + 2]) > max(short[max(j - 2, 0) : j + 4]):
                 continue
             if best is None or bad_after - bad_before < best[0]:
                 best = (bad_after - bad_before, j, replacement)
@@ -321,13 +359,15 @@ def _repair(blocks: list[_Block], rules: CueRules, end_ms: int | None) -> tuple[
             i += 1
         else:
             _, j, replacement = best
-            blocks = blocks[:j] + replacement + blocks[j + 2:]
+            blocks = blocks[:j] + replacement + blocks[j + 2 :]
             times, short = _timed_blocks(blocks, rules, end_ms)
             i = max(j - 1, 0)
     return blocks, times
 
 
-def build_cues(segments: list[dict], rules: CueRules = CueRules(), duration_s: float | None = None) -> tuple[list[Cue], bool]:
+def build_cues(
+    segments: list[dict], rules: CueRules = CueRules(), duration_s: float | None = None
+) -> tuple[list[Cue], bool]:
     """Cues for one file's segments (in order); also whether real word timings were used throughout."""
     blocks: list[_Block] = []
     all_timed = True
@@ -360,8 +400,10 @@ PROPORTIONAL_NOTE = "timings of words inside segments are estimated in proportio
 
 
 def to_srt(cues: list[Cue]) -> str:
-    blocks = [f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n" + "\n".join(c.lines)
-              for i, c in enumerate(cues, 1)]
+    blocks = [
+        f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n" + "\n".join(c.lines)
+        for i, c in enumerate(cues, 1)
+    ]
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
@@ -372,8 +414,9 @@ def _vtt_escape(text: str) -> str:
 
 def to_vtt(cues: list[Cue], timed: bool = True) -> str:
     head = "WEBVTT\n\n" + ("" if timed else f"NOTE {PROPORTIONAL_NOTE}\n\n")
-    blocks = [f"{_clock(c.start_s, '.')} --> {_clock(c.end_s, '.')}\n" + "\n".join(map(_vtt_escape, c.lines))
-              for c in cues]
+    blocks = [
+        f"{_clock(c.start_s, '.')} --> {_clock(c.end_s, '.')}\n" + "\n".join(map(_vtt_escape, c.lines)) for c in cues
+    ]
     return head + "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
@@ -382,19 +425,31 @@ def to_txt(segments: list[dict]) -> str:
 
 
 def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool) -> str:
-    doc = {"path": file_row["path"], "file_id": file_row["file_id"], "duration_s": file_row["duration_s"],
-           "language": file_row["language"], "word_timings": "aligned" if timed else "proportional",
-           "segments": [{k: s.get(k) for k in ("segment", "start_s", "end_s", "text", "language", "flags", "words")}
-                        for s in sorted(segments, key=lambda s: s["segment"])],
-           "cues": [asdict(c) for c in cues]}
+    doc = {
+        "path": file_row["path"],
+        "file_id": file_row["file_id"],
+        "duration_s": file_row["duration_s"],
+        "language": file_row["language"],
+        "word_timings": "aligned" if timed else "proportional",
+        "segments": [
+            {k: s.get(k) for k in ("segment", "start_s", "end_s", "text", "language", "flags", "words")}
+            for s in sorted(segments, key=lambda s: s["segment"])
+        ],
+        "cues": [asdict(c) for c in cues],
+    }
     return json.dumps(doc, ensure_ascii=False, indent=1)
 
 
 # -- a job dir -----------------------------------------------------------------------------
 
 
-def export_job(job_dir: Path, formats: list[str], out_dir: Path | None = None,
-               rules: CueRules = CueRules(), problems: list[str] | None = None) -> list[Path]:
+def export_job(
+    job_dir: Path,
+    formats: list[str],
+    out_dir: Path | None = None,
+    rules: CueRules = CueRules(),
+    problems: list[str] | None = None,
+) -> list[Path]:
     """One subtitle file per done input path and format, named after it; returns the paths.
 
     Copies (one content at several paths) get a file for each path. Names are the input's stem;
@@ -413,8 +468,10 @@ def export_job(job_dir: Path, formats: list[str], out_dir: Path | None = None,
     damaged = {path.stem for path, _ in job.damaged}
     if problems is not None:
         problems += [damage_hint(path, error) for path, error in job.damaged]
-    targets = sorted(((Path(p), row) for row in files if row["file_id"] not in damaged
-                      for p in row_paths(row)), key=lambda target: str(target[0]))
+    targets = sorted(
+        ((Path(p), row) for row in files if row["file_id"] not in damaged for p in row_paths(row)),
+        key=lambda target: str(target[0]),
+    )
     stems = [path.stem for path, _ in targets]
     written = []
     for path, row in targets:
@@ -435,7 +492,8 @@ def to_tsv(segments: list[dict]) -> str:
     """openai-whisper's TSV: start and end in integer milliseconds, one segment a line."""
     lines = ["start\tend\ttext"] + [
         f"{round(1000 * s['start_s'])}\t{round(1000 * s['end_s'])}\t{s['text'].strip().replace(chr(9), ' ')}"
-        for s in sorted(segments, key=lambda s: s["segment"])]
+        for s in sorted(segments, key=lambda s: s["segment"])
+    ]
     return "\n".join(lines) + "\n"
 
 

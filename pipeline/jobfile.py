@@ -15,14 +15,45 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, packaged
     import tomli as tomllib
 
 KEYS = {
-    "name": str, "inputs": list, "input_list": str, "out": str, "model": str, "assistant": str,
-    "device": str, "dtype": str, "batch_size": int, "language": str, "task": str,
-    "min_piece": float, "max_piece": float, "subtitles": list, "word_timestamps": bool, "cache_dir": str,
-    "output_dir": str, "vad": bool, "no_speech_threshold": float, "logprob_threshold": float,
-    "compression_ratio_threshold": float, "threads": int, "vad_threshold": float, "initial_prompt": str,
-    "hotwords": str, "languages": list, "language_mode": str, "coverage": bool, "fallback_beams": int,
-    "max_line_chars": int, "max_lines": int, "max_cps": float, "max_duration": float, "min_duration": float,
-    "pause_split": float, "workers": int, "engine": str, "address": str, "max_attempts": int,
+    "name": str,
+    "inputs": list,
+    "input_list": str,
+    "out": str,
+    "model": str,
+    "assistant": str,
+    "device": str,
+    "dtype": str,
+    "batch_size": int,
+    "language": str,
+    "task": str,
+    "min_piece": float,
+    "max_piece": float,
+    "subtitles": list,
+    "word_timestamps": bool,
+    "cache_dir": str,
+    "output_dir": str,
+    "vad": bool,
+    "no_speech_threshold": float,
+    "logprob_threshold": float,
+    "compression_ratio_threshold": float,
+    "threads": int,
+    "vad_threshold": float,
+    "initial_prompt": str,
+    "hotwords": str,
+    "languages": list,
+    "language_mode": str,
+    "coverage": bool,
+    "fallback_beams": int,
+    "max_line_chars": int,
+    "max_lines": int,
+    "max_cps": float,
+    "max_duration": float,
+    "min_duration": float,
+    "pause_split": float,
+    "workers": int,
+    "engine": str,
+    "address": str,
+    "max_attempts": int,
 }
 
 
@@ -46,8 +77,11 @@ def load(path: Path) -> dict:
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise JobFileError(f"{path}: {key} must be a {expected.__name__}, not {type(value).__name__}")
         if expected is list and not all(isinstance(item, str) for item in value):
-            raise JobFileError(f"{path}: {key} must be a list of strings, e.g. {key} = [\"srt\", \"vtt\"]"
-                               if key == "subtitles" else f"{path}: {key} must be a list of strings")
+            raise JobFileError(
+                f'{path}: {key} must be a list of strings, e.g. {key} = ["srt", "vtt"]'
+                if key == "subtitles"
+                else f"{path}: {key} must be a list of strings"
+            )
     data.setdefault("name", path.stem)
     return data
 

@@ -45,7 +45,6 @@ __all__ = ["ConfigChanged", "JobLocked", "JobDir", "Fingerprints", "identify", "
 log = logging.getLogger("podscribe")
 
 
-
 @functools.cache
 def _file_mode() -> int:
     """What open() would give a new file here: 0o666 less the process umask (mkstemp alone gives 0600).
@@ -76,8 +75,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         tmp = None
         _fsync_dir(path.parent)
     except OSError as exc:
-        raise StorageError(f"cannot write {path}: {exc.strerror or exc}; free space or fix permissions, "
-                           "then rerun the same command: it resumes where it stopped") from exc
+        raise StorageError(
+            f"cannot write {path}: {exc.strerror or exc}; free space or fix permissions, "
+            "then rerun the same command: it resumes where it stopped"
+        ) from exc
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
@@ -124,9 +125,13 @@ class Identity:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISDIR, "a directory")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -277,8 +282,10 @@ class JobDir:
             if time.monotonic() >= deadline:
                 holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
                 os.close(fd)
-                raise JobLocked(f"another podscribe worker (pid {holder}) has been preparing {self.root} for "
-                                f"{wait_s:.0f} s and does not finish; is it stopped (SIGSTOP, a hung mount)?")
+                raise JobLocked(
+                    f"another podscribe worker (pid {holder}) has been preparing {self.root} for "
+                    f"{wait_s:.0f} s and does not finish; is it stopped (SIGSTOP, a hung mount)?"
+                )
             time.sleep(0.1)
         try:
             os.ftruncate(fd, 0)
@@ -318,8 +325,13 @@ class JobDir:
             raise DamagedState(f"{path} is damaged (not a job record: {type(record).__name__})")
         return record
 
-    def check_config(self, config: dict, speed_only: tuple[str, ...] = (), old: dict | None = None,
-                     added: dict[str, object] | None = None) -> None:
+    def check_config(
+        self,
+        config: dict,
+        speed_only: tuple[str, ...] = (),
+        old: dict | None = None,
+        added: dict[str, object] | None = None,
+    ) -> None:
         """Refuse to go on with a job dir made under another configuration, naming what changed.
 
         Keys in ``speed_only`` (dotted paths) change how fast, never what: a change there is allowed.
@@ -338,8 +350,10 @@ class JobDir:
         changes = [c for c in _diff(before, config) if c.split(":")[0] not in speed_only]
         if not changes:
             return
-        raise ConfigChanged(f"{self.root} was made with another configuration ({'; '.join(changes)}). "
-                            "Use the same options to resume, another --out, or --restart to start over.")
+        raise ConfigChanged(
+            f"{self.root} was made with another configuration ({'; '.join(changes)}). "
+            "Use the same options to resume, another --out, or --restart to start over."
+        )
 
     def write_job(self, config: dict, inputs: list[str]) -> None:
         record = {"config": config, "config_hash": self.config_hash(config), "inputs": inputs}
@@ -457,8 +471,10 @@ class JobDir:
 
 
 def damage_hint(path: Path, error: str) -> str:
-    return (f"damaged table {path} ({error.splitlines()[0] if error else 'unreadable'}): rerun the job to move it "
-            "to damaged/ and decode that input again, or --restart")
+    return (
+        f"damaged table {path} ({error.splitlines()[0] if error else 'unreadable'}): rerun the job to move it "
+        "to damaged/ and decode that input again, or --restart"
+    )
 
 
 def try_flock(fd: int, shared: bool = False) -> bool:

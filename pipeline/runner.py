@@ -53,8 +53,26 @@ from .stitch import stitch
 
 log = logging.getLogger("podscribe")
 
-AUDIO_EXTENSIONS = {".mp3", ".m4a", ".m4b", ".aac", ".opus", ".ogg", ".oga", ".flac", ".wav", ".mp4", ".m4v",
-                    ".mkv", ".mka", ".webm", ".mov", ".wma", ".aif", ".aiff"}
+AUDIO_EXTENSIONS = {
+    ".mp3",
+    ".m4a",
+    ".m4b",
+    ".aac",
+    ".opus",
+    ".ogg",
+    ".oga",
+    ".flac",
+    ".wav",
+    ".mp4",
+    ".m4v",
+    ".mkv",
+    ".mka",
+    ".webm",
+    ".mov",
+    ".wma",
+    ".aif",
+    ".aiff",
+}
 
 
 class Interrupted(Exception):
@@ -213,8 +231,11 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
     queue: deque[list] = deque()  # [piece, result or None] in piece order
     batch: list[list] = []
     lock = _LanguageLock(ctx.transcriber, persisted)
-    voice = functools.partial(vad.speech_spans, opts=vad.VadOptions(threshold=ctx.transcriber.options.vad_threshold)) \
-        if ctx.cut.at_pauses else None  # the cutter's VAD runs only when it cuts at pauses
+    voice = (
+        functools.partial(vad.speech_spans, opts=vad.VadOptions(threshold=ctx.transcriber.options.vad_threshold))
+        if ctx.cut.at_pauses
+        else None
+    )  # the cutter's VAD runs only when it cuts at pauses
     for piece, last in _with_last(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings, voice)):
         known = persisted.get(piece.index)
         if known is not None and known["start_sample"] == piece.start_sample and known["n_samples"] == piece.n_samples:
@@ -261,8 +282,9 @@ def _decode_batch(ctx: FileContext, batch: list[list], lock: _LanguageLock, chec
     for p in pieces:
         _trace("decoded", ctx.file_id, p.index)
     if checkpoint:
-        ctx.job.write_partial(ctx.file_id, pieces[0].index,
-                              [tables.partial_row(ctx.file_id, p, r) for p, r in zip(pieces, results)])
+        ctx.job.write_partial(
+            ctx.file_id, pieces[0].index, [tables.partial_row(ctx.file_id, p, r) for p, r in zip(pieces, results)]
+        )
         for p in pieces:
             _trace("persisted", ctx.file_id, p.index)
     for entry, result in zip(batch, results):
@@ -293,9 +315,11 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     language = tables.file_language(done)
     by_piece = {p.index: r for p, r in done}
     flags = {s.index: tables.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
-    return (tables.file_done(duration, done, segments, warnings, flags),
-            tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags),
-            [tables.piece_row(ctx.file_id, p, r) for p, r in done])
+    return (
+        tables.file_done(duration, done, segments, warnings, flags),
+        tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags),
+        [tables.piece_row(ctx.file_id, p, r) for p, r in done],
+    )
 
 
 def _base_row(ctx: FileContext) -> dict:
@@ -304,8 +328,16 @@ def _base_row(ctx: FileContext) -> dict:
         size, mtime = stat.st_size, stat.st_mtime
     except OSError:
         size, mtime = None, None
-    return tables.file_identity(ctx.file_id, ctx.path, ctx.task.paths, size, mtime,
-                                ctx.transcriber.models.describe(), ctx.config_hash, workers.worker_name())
+    return tables.file_identity(
+        ctx.file_id,
+        ctx.path,
+        ctx.task.paths,
+        size,
+        mtime,
+        ctx.transcriber.models.describe(),
+        ctx.config_hash,
+        workers.worker_name(),
+    )
 
 
 def _run_one(ctx: FileContext, summary: JobSummary) -> None:
@@ -328,8 +360,9 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
         summary.audio_s += row["duration_s"]
         if row["warnings"]:
             summary.warnings.append((str(ctx.path), row["warnings"]))
-        log.info("done %s: %.0f s of audio in %.0f s, %d segments", ctx.path, row["duration_s"], wall,
-                 row["n_segments"])
+        log.info(
+            "done %s: %.0f s of audio in %.0f s, %d segments", ctx.path, row["duration_s"], wall, row["n_segments"]
+        )
     else:
         summary.failed += 1
         summary.failures.append((str(ctx.path), row["error"]))
@@ -341,8 +374,12 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
 
 def job_config(options: JobOptions, models: Models) -> dict:
     """What decides the output: a resumed job must match it (but for SPEED_ONLY)."""
-    return {"models": models.describe(), "decode": asdict(options.decode), "cut": asdict(options.cut),
-            "threads": options.threads}
+    return {
+        "models": models.describe(),
+        "decode": asdict(options.decode),
+        "cut": asdict(options.cut),
+        "threads": options.threads,
+    }
 
 
 # Every decoding mode gives the main model's own tokens (tests/test_speculative.py), so the assistant and
@@ -384,11 +421,15 @@ def _check_config(job: JobDir, config: dict, rows: list[dict]) -> None:
         log.warning("%s; the results there were made with this configuration: rebuilding it", why)
         return
     if None in hashes:
-        raise DamagedState(f"{why}, and the results in {job.root} are older than the configuration hash in "
-                           "their rows, so podscribe cannot tell whether these options made them. Restore job.json, "
-                           "use another --out, or --restart to start over.")
-    raise ConfigChanged(f"{why}, and the results in {job.root} were made with another configuration. Use the "
-                        "options they were made with, another --out, or --restart to start over.")
+        raise DamagedState(
+            f"{why}, and the results in {job.root} are older than the configuration hash in "
+            "their rows, so podscribe cannot tell whether these options made them. Restore job.json, "
+            "use another --out, or --restart to start over."
+        )
+    raise ConfigChanged(
+        f"{why}, and the results in {job.root} were made with another configuration. Use the "
+        "options they were made with, another --out, or --restart to start over."
+    )
 
 
 def _readable_rows(job: JobDir) -> list[dict]:
@@ -400,8 +441,12 @@ def _readable_rows(job: JobDir) -> list[dict]:
 
 def _quarantine_damaged(job: JobDir) -> None:
     for path, error in job.damaged:
-        log.warning("damaged table %s (%s): moved to %s; its input is decoded again", path,
-                    error.splitlines()[0] if error else "unreadable", job.quarantine(path).parent)
+        log.warning(
+            "damaged table %s (%s): moved to %s; its input is decoded again",
+            path,
+            error.splitlines()[0] if error else "unreadable",
+            job.quarantine(path).parent,
+        )
     job.damaged.clear()
 
 
@@ -419,8 +464,7 @@ def _identify(refs: list[InputRef], rows: list[dict], fps: Fingerprints) -> list
     return out
 
 
-def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptions,
-          summary: JobSummary) -> list[Task]:
+def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptions, summary: JobSummary) -> list[Task]:
     fps = job.fingerprints()
     idents = _identify(refs, rows, fps)
     content_of = {str(ref.path): ident.file_id for ref, ident in zip(refs, idents) if ident.readable}
@@ -478,8 +522,9 @@ def _probe(task: Task) -> audio.AudioInfo | AudioError:
         return exc
 
 
-def run(inputs: list[str], options: JobOptions, models: Models | None = None,
-        stop: threading.Event | None = None) -> JobSummary:
+def run(
+    inputs: list[str], options: JobOptions, models: Models | None = None, stop: threading.Event | None = None
+) -> JobSummary:
     """Run the job as one worker: plan (under the preparation lock), then decode every file no other
     worker holds, then write the subtitles if no other worker is still at work."""
     start = time.monotonic()
@@ -513,12 +558,17 @@ def run(inputs: list[str], options: JobOptions, models: Models | None = None,
 
 
 def job_models(options: JobOptions) -> Models:
-    return load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype),
-                       options.cache_dir)
+    return load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype), options.cache_dir)
 
 
-def _prepare(refs: list[InputRef], job: JobDir, config: dict, options: JobOptions, summary: JobSummary,
-             registration: workers.Registration) -> tuple[list[Task], dict[str, str | None]]:
+def _prepare(
+    refs: list[InputRef],
+    job: JobDir,
+    config: dict,
+    options: JobOptions,
+    summary: JobSummary,
+    registration: workers.Registration,
+) -> tuple[list[Task], dict[str, str | None]]:
     """Planning, under the preparation lock: --restart, the configuration check, job.json, what is left.
 
     A worker joining a job that other workers are at work on never starts it over (with accelerate every
@@ -542,8 +592,11 @@ def _prepare(refs: list[InputRef], job: JobDir, config: dict, options: JobOption
 
 def _restart(job: JobDir, others: list[str]) -> None:
     if others:
-        log.warning("--restart: %d other worker(s) are at work on %s; joining them instead of starting over",
-                    len(others), job.root)
+        log.warning(
+            "--restart: %d other worker(s) are at work on %s; joining them instead of starting over",
+            len(others),
+            job.root,
+        )
         return
     job.clear()
     workers.forget_counts(job.root)
@@ -557,16 +610,29 @@ def restart_job(root: Path, restart: bool) -> None:
             _restart(job, workers.live_workers(job.root))
 
 
-def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options: JobOptions, config_hash: str,
-                stop: threading.Event, summary: JobSummary, seen: dict[str, str | None]) -> None:
+def _decode_all(
+    todo: list[Task],
+    job: JobDir,
+    transcriber: Transcriber,
+    options: JobOptions,
+    config_hash: str,
+    stop: threading.Event,
+    summary: JobSummary,
+    seen: dict[str, str | None],
+) -> None:
     """Longest first; each file only under its claim. Files held by other workers are tried again after a
     pass (their worker may have died), until a pass finds nothing to take."""
     probed = {task.file_id: _probe(task) for task in todo}
     durations = {key: 0.0 if isinstance(info, AudioError) else info.duration_s or 0.0 for key, info in probed.items()}
     pending = sorted(todo, key=lambda task: -durations[task.file_id])
-    with tqdm(total=round(sum(durations.values()) / 3600, 3), unit="h", desc="job", disable=not options.progress,
-              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
-              position=0) as job_bar:
+    with tqdm(
+        total=round(sum(durations.values()) / 3600, 3),
+        unit="h",
+        desc="job",
+        disable=not options.progress,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
+        position=0,
+    ) as job_bar:
         looked_again = False
         while pending:
             busy = []
@@ -579,8 +645,19 @@ def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options
                     continue
                 _trace("claimed", task.file_id, held.deaths)
                 try:
-                    _decode_claimed(task, held, job, transcriber, options, config_hash, stop, summary, seen,
-                                    probed[task.file_id], durations[task.file_id])
+                    _decode_claimed(
+                        task,
+                        held,
+                        job,
+                        transcriber,
+                        options,
+                        config_hash,
+                        stop,
+                        summary,
+                        seen,
+                        probed[task.file_id],
+                        durations[task.file_id],
+                    )
                 finally:
                     held.release()
                 job_bar.update(round(durations[task.file_id] / 3600, 3))
@@ -595,9 +672,19 @@ def _decode_all(todo: list[Task], job: JobDir, transcriber: Transcriber, options
             pending = busy
 
 
-def _decode_claimed(task: Task, held: workers.Claim, job: JobDir, transcriber: Transcriber, options: JobOptions,
-                    config_hash: str, stop: threading.Event, summary: JobSummary, seen: dict[str, str | None],
-                    probed: audio.AudioInfo | AudioError, duration_s: float) -> None:
+def _decode_claimed(
+    task: Task,
+    held: workers.Claim,
+    job: JobDir,
+    transcriber: Transcriber,
+    options: JobOptions,
+    config_hash: str,
+    stop: threading.Event,
+    summary: JobSummary,
+    seen: dict[str, str | None],
+    probed: audio.AudioInfo | AudioError,
+    duration_s: float,
+) -> None:
     # Another worker wrote its row after this one planned. (A row as planned is not a reason to skip: a done
     # row whose segments table was damaged is planned to be redone.)
     row = job.file_row(task.file_id)
@@ -605,11 +692,18 @@ def _decode_claimed(task: Task, held: workers.Claim, job: JobDir, transcriber: T
         summary.by_others += 1
         held.finish()
         return
-    with tqdm(total=round(duration_s, 1), unit="s", desc=task.refs[0].path.name[:40],
-              leave=False, disable=not options.progress, position=1,
-              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]") as file_bar:
-        ctx = FileContext(task, transcriber, options.cut, job, stop, probed, file_bar,
-                          options.checkpoint_pieces, config_hash)
+    with tqdm(
+        total=round(duration_s, 1),
+        unit="s",
+        desc=task.refs[0].path.name[:40],
+        leave=False,
+        disable=not options.progress,
+        position=1,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]",
+    ) as file_bar:
+        ctx = FileContext(
+            task, transcriber, options.cut, job, stop, probed, file_bar, options.checkpoint_pieces, config_hash
+        )
         if held.deaths >= options.max_attempts:
             _poisoned(ctx, held.deaths, summary)
             held.finish()
@@ -625,10 +719,15 @@ def _decode_claimed(task: Task, held: workers.Claim, job: JobDir, transcriber: T
 def _poisoned(ctx: FileContext, deaths: int, summary: JobSummary) -> None:
     """A file that killed its worker ``deaths`` times in a row: a failed row (its checkpoints are kept, so
     --retry-failed resumes from them) instead of one more death."""
-    row = {**_base_row(ctx), **tables.file_failed(
-        f"a worker died {deaths} times while decoding this file (killed, out of memory, a crash in a native "
-        "library?), the last times without saving a batch; rerun with --retry-failed to try again"),
-           "finished_at": _now(), "decode_mode": ctx.transcriber.mode}
+    row = {
+        **_base_row(ctx),
+        **tables.file_failed(
+            f"a worker died {deaths} times while decoding this file (killed, out of memory, a crash in a native "
+            "library?), the last times without saving a batch; rerun with --retry-failed to try again"
+        ),
+        "finished_at": _now(),
+        "decode_mode": ctx.transcriber.mode,
+    }
     ctx.job.write_file(row, [], [], keep_partial=True)
     summary.failed += 1
     summary.failures.append((str(ctx.path), row["error"]))

@@ -61,19 +61,37 @@ class JobStatus:
 
     def render(self) -> str:
         workers_now = max(1, self.workers_active)
-        eta = (f"{self.eta_s / 3600:.2f} h with {workers_now} worker{'s' * (workers_now > 1)}"
-               if self.eta_s is not None else "unknown (nothing done yet)")
-        rates = ", ".join(f"{name} {audio_s / wall_s:.1f}" for name, (audio_s, wall_s) in sorted(self.per_worker.items())
-                          if wall_s > 0)
+        eta = (
+            f"{self.eta_s / 3600:.2f} h with {workers_now} worker{'s' * (workers_now > 1)}"
+            if self.eta_s is not None
+            else "unknown (nothing done yet)"
+        )
+        rates = ", ".join(
+            f"{name} {audio_s / wall_s:.1f}"
+            for name, (audio_s, wall_s) in sorted(self.per_worker.items())
+            if wall_s > 0
+        )
         lines = [
             f"job: {self.root}",
             f"files: {self.done} done, {self.failed} failed, {self.pending} pending"
             + (f" ({self.in_progress} half done)" if self.in_progress else "")
             + (f"; {self.with_warnings} done with warnings" if self.with_warnings else ""),
-            *([f"to check: {', '.join(f'{n} segments {flag}' for flag, n in sorted(self.flagged.items()))} "
-               "(segments.flags)"] if self.flagged else []),
-            *([f"second chances: {self.redecodes} re-decodes brought {self.recovered_tokens} tokens "
-               "(pieces.redecodes)"] if self.redecodes else []),
+            *(
+                [
+                    f"to check: {', '.join(f'{n} segments {flag}' for flag, n in sorted(self.flagged.items()))} "
+                    "(segments.flags)"
+                ]
+                if self.flagged
+                else []
+            ),
+            *(
+                [
+                    f"second chances: {self.redecodes} re-decodes brought {self.recovered_tokens} tokens "
+                    "(pieces.redecodes)"
+                ]
+                if self.redecodes
+                else []
+            ),
             f"workers: {self.workers_active} at work, decoding {self.files_active} files",
             f"audio: {self.audio_done_s / 3600:.2f} h done, {self.audio_left_s / 3600:.2f} h left",
             f"throughput: {self.job_throughput:.1f} audio h per wall h for the job ({self.throughput:.1f}x real time "
@@ -124,8 +142,9 @@ def job_status(root: Path) -> JobStatus:
         record = job.read_job() or {}
     except DamagedState as exc:
         record = {}
-        st.problems.append(f"{exc}: pending inputs cannot be listed; the next run rebuilds it from the results, "
-                           "or use --restart")
+        st.problems.append(
+            f"{exc}: pending inputs cannot be listed; the next run rebuilds it from the results, or use --restart"
+        )
     rows = {r["file_id"]: r for r in job.file_rows()}
     by_path = {p: fid for fid, r in rows.items() for p in row_paths(r)}
     for r in rows.values():

@@ -27,9 +27,18 @@ def stitch(pieces: list[Piece], results: list[PieceResult], duration_s: float | 
             end = min(max(piece.start_s + raw.end_s, start), limit)
             if out and raw.text == out[-1].text and out[-1].piece != piece.index and start - prev_end < 1.0:
                 continue  # the same words decoded on both sides of a cut
-            out.append(Segment(len(out), _r(start), _r(end), raw.text, piece.index,
-                               result.avg_logprob, result.no_speech_prob,
-                               _shift_words(raw.words, piece.start_s, _r(start), _r(end))))
+            out.append(
+                Segment(
+                    len(out),
+                    _r(start),
+                    _r(end),
+                    raw.text,
+                    piece.index,
+                    result.avg_logprob,
+                    result.no_speech_prob,
+                    _shift_words(raw.words, piece.start_s, _r(start), _r(end)),
+                )
+            )
     return out
 
 

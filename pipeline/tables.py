@@ -19,57 +19,121 @@ from .records import DecodeStats, PieceResult, RawSegment, Redecode, Segment, Wo
 
 # -- schemas ----------------------------------------------------------------------------------------------
 
-FILES_SCHEMA = pa.schema([
-    ("file_id", pa.string()), ("path", pa.string()), ("size_bytes", pa.int64()), ("mtime", pa.float64()),
-    ("status", pa.string()), ("error", pa.string()), ("warnings", pa.string()),
-    ("duration_s", pa.float64()), ("language", pa.string()),
-    ("n_pieces", pa.int32()), ("n_segments", pa.int32()), ("n_words", pa.int32()),
-    ("wall_s", pa.float64()), ("realtime_factor", pa.float64()),
-    ("model", pa.string()), ("model_sha256", pa.string()), ("assistant", pa.string()), ("runtime", pa.string()),
-    ("decode_mode", pa.string()),
-    ("main_calls", pa.int64()), ("draft_calls", pa.int64()), ("drafted", pa.int64()), ("accepted", pa.int64()),
-    ("finished_at", pa.string()),
-    ("paths", pa.list_(pa.string())),  # every input path with this content (copies), `path` first
-    ("config_hash", pa.string()),  # of the configuration that decides the output (speed-only keys left out)
-    ("n_flagged", pa.int32()),  # segments with a flag
-    ("n_redecodes", pa.int32()),  # second chances tried (pieces.redecodes)
-    ("recovered_tokens", pa.int32()),  # text tokens they brought (kept)
-    ("worker", pa.string()),  # host:pid of the worker that wrote the row
-])
+FILES_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("path", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("mtime", pa.float64()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("warnings", pa.string()),
+        ("duration_s", pa.float64()),
+        ("language", pa.string()),
+        ("n_pieces", pa.int32()),
+        ("n_segments", pa.int32()),
+        ("n_words", pa.int32()),
+        ("wall_s", pa.float64()),
+        ("realtime_factor", pa.float64()),
+        ("model", pa.string()),
+        ("model_sha256", pa.string()),
+        ("assistant", pa.string()),
+        ("runtime", pa.string()),
+        ("decode_mode", pa.string()),
+        ("main_calls", pa.int64()),
+        ("draft_calls", pa.int64()),
+        ("drafted", pa.int64()),
+        ("accepted", pa.int64()),
+        ("finished_at", pa.string()),
+        ("paths", pa.list_(pa.string())),  # every input path with this content (copies), `path` first
+        ("config_hash", pa.string()),  # of the configuration that decides the output (speed-only keys left out)
+        ("n_flagged", pa.int32()),  # segments with a flag
+        ("n_redecodes", pa.int32()),  # second chances tried (pieces.redecodes)
+        ("recovered_tokens", pa.int32()),  # text tokens they brought (kept)
+        ("worker", pa.string()),  # host:pid of the worker that wrote the row
+    ]
+)
 
-WORD = pa.struct([("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()),
-                  ("probability", pa.float32())])
+WORD = pa.struct(
+    [("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()), ("probability", pa.float32())]
+)
 
-SEGMENTS_SCHEMA = pa.schema([
-    ("file_id", pa.string()), ("path", pa.string()), ("segment", pa.int32()),
-    ("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string()), ("piece", pa.int32()),
-    ("avg_logprob", pa.float32()), ("no_speech_prob", pa.float32()),
-    ("words", pa.list_(WORD)),  # null when the job ran without word timestamps
-    ("language", pa.string()),  # of the piece it was decoded in (detected or given)
-    ("flags", pa.list_(pa.string())),  # what to check: no_speech, low_logprob, loop, language (FLAGS below)
-])
+SEGMENTS_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("path", pa.string()),
+        ("segment", pa.int32()),
+        ("start_s", pa.float64()),
+        ("end_s", pa.float64()),
+        ("text", pa.string()),
+        ("piece", pa.int32()),
+        ("avg_logprob", pa.float32()),
+        ("no_speech_prob", pa.float32()),
+        ("words", pa.list_(WORD)),  # null when the job ran without word timestamps
+        ("language", pa.string()),  # of the piece it was decoded in (detected or given)
+        ("flags", pa.list_(pa.string())),  # what to check: no_speech, low_logprob, loop, language (FLAGS below)
+    ]
+)
 
-PIECES_SCHEMA = pa.schema([
-    ("file_id", pa.string()), ("piece", pa.int32()), ("start_s", pa.float64()), ("end_s", pa.float64()),
-    ("start_sample", pa.int64()), ("end_sample", pa.int64()),
-    ("language", pa.string()), ("skipped", pa.string()), ("no_speech_prob", pa.float32()),
-    ("avg_logprob", pa.float32()), ("compression_ratio", pa.float32()), ("n_tokens", pa.int32()),
-    ("main_calls", pa.int32()), ("draft_calls", pa.int32()), ("drafted", pa.int32()), ("accepted", pa.int32()),
-    ("passes", pa.int32()),
-    # second chances (decode/recover.py): piece-relative span, why, the text token ids kept from it
-    ("redecodes", pa.list_(pa.struct([("start_s", pa.float64()), ("end_s", pa.float64()), ("reason", pa.string()),
-                                      ("tokens", pa.list_(pa.int32()))]))),
-])
+PIECES_SCHEMA = pa.schema(
+    [
+        ("file_id", pa.string()),
+        ("piece", pa.int32()),
+        ("start_s", pa.float64()),
+        ("end_s", pa.float64()),
+        ("start_sample", pa.int64()),
+        ("end_sample", pa.int64()),
+        ("language", pa.string()),
+        ("skipped", pa.string()),
+        ("no_speech_prob", pa.float32()),
+        ("avg_logprob", pa.float32()),
+        ("compression_ratio", pa.float32()),
+        ("n_tokens", pa.int32()),
+        ("main_calls", pa.int32()),
+        ("draft_calls", pa.int32()),
+        ("drafted", pa.int32()),
+        ("accepted", pa.int32()),
+        ("passes", pa.int32()),
+        # second chances (decode/recover.py): piece-relative span, why, the text token ids kept from it
+        (
+            "redecodes",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("start_s", pa.float64()),
+                        ("end_s", pa.float64()),
+                        ("reason", pa.string()),
+                        ("tokens", pa.list_(pa.int32())),
+                    ]
+                )
+            ),
+        ),
+    ]
+)
 
 # A decoded piece as persisted before its file is finished: the pieces columns plus what
 # stitching needs again (piece-relative segments) and the token ids.
-PARTIAL_SCHEMA = pa.schema([
-    *PIECES_SCHEMA,
-    ("n_samples", pa.int64()),
-    ("tokens", pa.list_(pa.int32())),
-    ("segments", pa.list_(pa.struct([("start_s", pa.float64()), ("end_s", pa.float64()), ("text", pa.string()),
-                                     ("n_tokens", pa.int32()), ("words", pa.list_(WORD))]))),
-])
+PARTIAL_SCHEMA = pa.schema(
+    [
+        *PIECES_SCHEMA,
+        ("n_samples", pa.int64()),
+        ("tokens", pa.list_(pa.int32())),
+        (
+            "segments",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("start_s", pa.float64()),
+                        ("end_s", pa.float64()),
+                        ("text", pa.string()),
+                        ("n_tokens", pa.int32()),
+                        ("words", pa.list_(WORD)),
+                    ]
+                )
+            ),
+        ),
+    ]
+)
 
 TABLES = {"files": FILES_SCHEMA, "segments": SEGMENTS_SCHEMA, "pieces": PIECES_SCHEMA}
 
@@ -82,19 +146,41 @@ def word_rows(words: list[Word] | None) -> list[dict] | None:
 
 
 def piece_row(file_id: str, p: Piece, r: PieceResult) -> dict:
-    return {"file_id": file_id, "piece": p.index, "start_s": round(p.start_sample / SAMPLE_RATE, 3),
-            "end_s": round(p.end_sample / SAMPLE_RATE, 3), "start_sample": p.start_sample,
-            "end_sample": p.end_sample, "language": r.language, "skipped": r.skipped,
-            "no_speech_prob": r.no_speech_prob, "avg_logprob": r.avg_logprob,
-            "compression_ratio": r.compression_ratio, "n_tokens": len(r.tokens), **asdict(r.stats),
-            "redecodes": [asdict(d) for d in r.redecodes]}
+    return {
+        "file_id": file_id,
+        "piece": p.index,
+        "start_s": round(p.start_sample / SAMPLE_RATE, 3),
+        "end_s": round(p.end_sample / SAMPLE_RATE, 3),
+        "start_sample": p.start_sample,
+        "end_sample": p.end_sample,
+        "language": r.language,
+        "skipped": r.skipped,
+        "no_speech_prob": r.no_speech_prob,
+        "avg_logprob": r.avg_logprob,
+        "compression_ratio": r.compression_ratio,
+        "n_tokens": len(r.tokens),
+        **asdict(r.stats),
+        "redecodes": [asdict(d) for d in r.redecodes],
+    }
 
 
 def partial_row(file_id: str, p: Piece, r: PieceResult) -> dict:
     """A decoded piece as checkpointed before its file is finished (read back by ``from_partial``)."""
-    return {**piece_row(file_id, p, r), "n_samples": p.n_samples, "tokens": r.tokens,
-            "segments": [{"start_s": s.start_s, "end_s": s.end_s, "text": s.text, "n_tokens": s.n_tokens,
-                          "words": word_rows(s.words)} for s in r.segments]}
+    return {
+        **piece_row(file_id, p, r),
+        "n_samples": p.n_samples,
+        "tokens": r.tokens,
+        "segments": [
+            {
+                "start_s": s.start_s,
+                "end_s": s.end_s,
+                "text": s.text,
+                "n_tokens": s.n_tokens,
+                "words": word_rows(s.words),
+            }
+            for s in r.segments
+        ],
+    }
 
 
 def from_partial(row: dict) -> PieceResult:
@@ -102,42 +188,100 @@ def from_partial(row: dict) -> PieceResult:
     Columns added since a checkpoint was written read as null: counted as 0."""
     return PieceResult(
         tokens=list(row["tokens"]),
-        segments=[RawSegment(s["start_s"], s["end_s"], s["text"], s["n_tokens"],
-                             None if s["words"] is None else [Word(**w) for w in s["words"]]) for s in row["segments"]],
-        language=row["language"], no_speech_prob=row["no_speech_prob"], avg_logprob=row["avg_logprob"],
-        compression_ratio=row["compression_ratio"], skipped=row["skipped"],
+        segments=[
+            RawSegment(
+                s["start_s"],
+                s["end_s"],
+                s["text"],
+                s["n_tokens"],
+                None if s["words"] is None else [Word(**w) for w in s["words"]],
+            )
+            for s in row["segments"]
+        ],
+        language=row["language"],
+        no_speech_prob=row["no_speech_prob"],
+        avg_logprob=row["avg_logprob"],
+        compression_ratio=row["compression_ratio"],
+        skipped=row["skipped"],
         stats=DecodeStats(**{f.name: row.get(f.name) or 0 for f in fields(DecodeStats)}),
-        redecodes=[Redecode(**d) for d in row.get("redecodes") or ()])
+        redecodes=[Redecode(**d) for d in row.get("redecodes") or ()],
+    )
 
 
-def segment_rows(file_id: str, path: Path, segments: list[Segment], pieces: dict[int, PieceResult],
-                 flags: dict[int, list[str]]) -> list[dict]:
-    return [{"file_id": file_id, "path": str(path), "segment": s.index, "start_s": s.start_s,
-             "end_s": s.end_s, "text": s.text, "piece": s.piece, "language": pieces[s.piece].language,
-             "avg_logprob": s.avg_logprob, "no_speech_prob": s.no_speech_prob, "words": word_rows(s.words),
-             "flags": flags[s.index]} for s in segments]
+def segment_rows(
+    file_id: str, path: Path, segments: list[Segment], pieces: dict[int, PieceResult], flags: dict[int, list[str]]
+) -> list[dict]:
+    return [
+        {
+            "file_id": file_id,
+            "path": str(path),
+            "segment": s.index,
+            "start_s": s.start_s,
+            "end_s": s.end_s,
+            "text": s.text,
+            "piece": s.piece,
+            "language": pieces[s.piece].language,
+            "avg_logprob": s.avg_logprob,
+            "no_speech_prob": s.no_speech_prob,
+            "words": word_rows(s.words),
+            "flags": flags[s.index],
+        }
+        for s in segments
+    ]
 
 
-def file_identity(file_id: str, path: Path, paths: list[str], size_bytes: int | None, mtime: float | None,
-                  models: dict, config_hash: str | None, worker: str) -> dict:
+def file_identity(
+    file_id: str,
+    path: Path,
+    paths: list[str],
+    size_bytes: int | None,
+    mtime: float | None,
+    models: dict,
+    config_hash: str | None,
+    worker: str,
+) -> dict:
     """The part of a files row known before decoding: which input, which models, which worker."""
-    return {"file_id": file_id, "path": str(path), "paths": paths, "size_bytes": size_bytes, "mtime": mtime,
-            "model": models["model"], "model_sha256": models["model_sha256"], "assistant": models["assistant"],
-            "runtime": models["runtime"], "finished_at": None, "config_hash": config_hash, "worker": worker}
+    return {
+        "file_id": file_id,
+        "path": str(path),
+        "paths": paths,
+        "size_bytes": size_bytes,
+        "mtime": mtime,
+        "model": models["model"],
+        "model_sha256": models["model_sha256"],
+        "assistant": models["assistant"],
+        "runtime": models["runtime"],
+        "finished_at": None,
+        "config_hash": config_hash,
+        "worker": worker,
+    }
 
 
-def file_done(duration_s: float, done: list[tuple[Piece, PieceResult]], segments: list[Segment],
-              warnings: list[str], flags: dict[int, list[str]]) -> dict:
+def file_done(
+    duration_s: float,
+    done: list[tuple[Piece, PieceResult]],
+    segments: list[Segment],
+    warnings: list[str],
+    flags: dict[int, list[str]],
+) -> dict:
     """The outcome part of a files row for a decoded file: totals over its pieces."""
     total = DecodeStats()
     for _, r in done:
         total.add(r.stats)
     return {
-        "status": "done", "error": None, "warnings": "; ".join(warnings) or None,
-        "duration_s": round(duration_s, 3), "language": file_language(done),
-        "n_pieces": len(done), "n_segments": len(segments), "n_words": sum(len(s.text.split()) for s in segments),
-        "main_calls": total.main_calls, "draft_calls": total.draft_calls, "drafted": total.drafted,
-        "accepted": total.accepted, "n_flagged": sum(bool(f) for f in flags.values()),
+        "status": "done",
+        "error": None,
+        "warnings": "; ".join(warnings) or None,
+        "duration_s": round(duration_s, 3),
+        "language": file_language(done),
+        "n_pieces": len(done),
+        "n_segments": len(segments),
+        "n_words": sum(len(s.text.split()) for s in segments),
+        "main_calls": total.main_calls,
+        "draft_calls": total.draft_calls,
+        "drafted": total.drafted,
+        "accepted": total.accepted,
+        "n_flagged": sum(bool(f) for f in flags.values()),
         "n_redecodes": sum(len(r.redecodes) for _, r in done),
         "recovered_tokens": sum(len(d.tokens) for _, r in done for d in r.redecodes),
     }

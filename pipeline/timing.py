@@ -75,6 +75,7 @@ class _CrossAttentionTap:
     def _hook(self, layer: int):
         def hook(_module, args, kwargs):
             self.inputs[layer] = args[0] if args else kwargs["hidden_states"]
+
         return hook
 
     def close(self):
@@ -127,13 +128,18 @@ def _merge_punctuation(words: list[Word]) -> list[Word]:
             carry = w
             continue
         if carry is not None:
-            w = Word(carry.word + w.word.lstrip() if carry.word.startswith(" ") else carry.word + w.word,
-                     carry.start_s, w.end_s, min(carry.probability, w.probability))
+            w = Word(
+                carry.word + w.word.lstrip() if carry.word.startswith(" ") else carry.word + w.word,
+                carry.start_s,
+                w.end_s,
+                min(carry.probability, w.probability),
+            )
             carry = None
         if out and stripped and all(c in APPEND for c in stripped):
             last = out[-1]
-            out[-1] = Word(last.word + stripped, last.start_s, max(last.end_s, w.end_s),
-                           min(last.probability, w.probability))
+            out[-1] = Word(
+                last.word + stripped, last.start_s, max(last.end_s, w.end_s), min(last.probability, w.probability)
+            )
         else:
             out.append(w)
     if carry is not None:
@@ -142,8 +148,9 @@ def _merge_punctuation(words: list[Word]) -> list[Word]:
 
 
 @torch.inference_mode()
-def word_timings(models, encoded: torch.Tensor, prompts: list[list[int]], texts: list[list[int]],
-                 durations_s: list[float]) -> list[list[Word]]:
+def word_timings(
+    models, encoded: torch.Tensor, prompts: list[list[int]], texts: list[list[int]], durations_s: list[float]
+) -> list[list[Word]]:
     """Words with piece-relative times and probabilities for each row of a batch.
 
     ``prompts``: start-of-transcript, language and task tokens per row; ``texts``:
@@ -164,8 +171,13 @@ def word_timings(models, encoded: torch.Tensor, prompts: list[list[int]], texts:
     finally:
         tap.close()
     probs = logits.softmax(-1)
-    weights = torch.cat([_head_weights(main, layer, [h for l2, h in heads if l2 == layer], tap.inputs[layer], encoded)
-                         for layer in layers], dim=1)  # (b, heads, tokens, frames)
+    weights = torch.cat(
+        [
+            _head_weights(main, layer, [h for l2, h in heads if l2 == layer], tap.inputs[layer], encoded)
+            for layer in layers
+        ],
+        dim=1,
+    )  # (b, heads, tokens, frames)
     out = []
     for b, (prompt, text, duration) in enumerate(zip(prompts, texts, durations_s)):
         if not text:

@@ -36,8 +36,12 @@ def speech_spans(samples: np.ndarray, opts: VadOptions = VadOptions()) -> list[t
     if len(samples) < 512:
         return []
     vad = _vad()
-    options = vad.VadOptions(threshold=opts.threshold, min_speech_duration_ms=int(opts.min_speech_s * 1000),
-                             min_silence_duration_ms=500, speech_pad_ms=int(opts.pad_s * 1000))
+    options = vad.VadOptions(
+        threshold=opts.threshold,
+        min_speech_duration_ms=int(opts.min_speech_s * 1000),
+        min_silence_duration_ms=500,
+        speech_pad_ms=int(opts.pad_s * 1000),
+    )
     spans = vad.get_speech_timestamps(samples.astype(np.float32), options, sampling_rate=SAMPLE_RATE)
     return [(s["start"] / SAMPLE_RATE, s["end"] / SAMPLE_RATE) for s in spans]
 

@@ -46,15 +46,20 @@ class Tokens:
         prev_sot = getattr(g, "prev_sot_token_id", None)
         if prev_sot is None and tokenizer is not None:
             prev_sot = _special(tokenizer, "<|startofprev|>")
-        return cls(sot=g.decoder_start_token_id, eot=g.eos_token_id, no_timestamps=g.no_timestamps_token_id,
-                   prev_sot=prev_sot,
-                   no_speech=None if tokenizer is None else _special(tokenizer, "<|nospeech|>", "<|nocaptions|>"),
-                   multilingual=bool(getattr(g, "is_multilingual", False)),
-                   language_ids=dict(getattr(g, "lang_to_id", None) or {}),
-                   task_ids=dict(getattr(g, "task_to_id", None) or {}))
+        return cls(
+            sot=g.decoder_start_token_id,
+            eot=g.eos_token_id,
+            no_timestamps=g.no_timestamps_token_id,
+            prev_sot=prev_sot,
+            no_speech=None if tokenizer is None else _special(tokenizer, "<|nospeech|>", "<|nocaptions|>"),
+            multilingual=bool(getattr(g, "is_multilingual", False)),
+            language_ids=dict(getattr(g, "lang_to_id", None) or {}),
+            task_ids=dict(getattr(g, "task_to_id", None) or {}),
+        )
 
-    def prompt(self, language: str | None, task: str = "transcribe", timestamps: bool = True,
-               context: list[int] = ()) -> list[int]:
+    def prompt(
+        self, language: str | None, task: str = "transcribe", timestamps: bool = True, context: list[int] = ()
+    ) -> list[int]:
         """The decoder's start: ``context`` (<|startofprev|> + text, or nothing), <|startoftranscript|>,
         language and task (multilingual models), <|notimestamps|> without timestamps."""
         ids = [*context, self.sot]

@@ -11,17 +11,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-import torch
-
 import numpy as np
 import pyarrow.dataset as ds
+import pytest
+import torch
 
 from helpers import ffmpeg, finish, start, tables, with_assistant, write_wav
 from pipeline import audio
 from pipeline.decode import DecodeOptions
-from pipeline.runner import JobOptions, run
 from pipeline.models.load import Models, load_models, quantized_self_draft
+from pipeline.runner import JobOptions, run
 from pipeline.runtime import pick_runtime
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,8 +91,6 @@ def base_self_int8(base_models) -> Models:
     return with_assistant(base_models, quantized_self_draft(base_models.main), "self-int8")
 
 
-
-
 @pytest.fixture(scope="session")
 def long_form(english_human, tmp_path_factory):
     """~3 minutes of the English clips joined with pauses of 0.4-2.0 s into one mp3."""
@@ -119,8 +116,12 @@ def long_form(english_human, tmp_path_factory):
 def long_form_job(base_models, long_form, tmp_path_factory):
     mp3, _, _ = long_form
     out = tmp_path_factory.mktemp("job")
-    options = JobOptions(out_dir=out, decode=DecodeOptions(language="en", word_timestamps=True), progress=False,
-                         subtitles=["srt", "vtt", "txt", "json"])
+    options = JobOptions(
+        out_dir=out,
+        decode=DecodeOptions(language="en", word_timestamps=True),
+        progress=False,
+        subtitles=["srt", "vtt", "txt", "json"],
+    )
     summary = run([str(mp3)], options, models=base_models)
     assert summary.done == 1
     files = ds.dataset(out / "files").to_table().to_pylist()
@@ -170,8 +171,19 @@ def small_reference(small_archive, cache_dir, tmp_path_factory) -> dict:
 
 # The fast tier: `pytest -m "not model"` runs the pure functions (seconds). A test is in the slow tier when it
 # loads Whisper weights (real or tiny random) or runs the CLI, which it can only do through these fixtures.
-MODEL_FIXTURES = {"base_models", "tiny_en_models", "base_self_int8", "long_form", "long_form_job", "cache_dir",
-                  "runtime", "archive", "reference", "small_archive", "small_reference"}
+MODEL_FIXTURES = {
+    "base_models",
+    "tiny_en_models",
+    "base_self_int8",
+    "long_form",
+    "long_form_job",
+    "cache_dir",
+    "runtime",
+    "archive",
+    "reference",
+    "small_archive",
+    "small_reference",
+}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -41,11 +41,21 @@ def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 
 
     torch.manual_seed(seed)
     config = WhisperConfig(
-        vocab_size=base.main.config.vocab_size, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=2 * d_model,
-        decoder_ffn_dim=2 * d_model, num_mel_bins=80, max_source_positions=1500, max_target_positions=448,
-        decoder_start_token_id=base.main.config.decoder_start_token_id, pad_token_id=base.main.config.pad_token_id,
-        eos_token_id=base.main.config.eos_token_id, bos_token_id=base.main.config.bos_token_id,
+        vocab_size=base.main.config.vocab_size,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=2 * d_model,
+        decoder_ffn_dim=2 * d_model,
+        num_mel_bins=80,
+        max_source_positions=1500,
+        max_target_positions=448,
+        decoder_start_token_id=base.main.config.decoder_start_token_id,
+        pad_token_id=base.main.config.pad_token_id,
+        eos_token_id=base.main.config.eos_token_id,
+        bos_token_id=base.main.config.bos_token_id,
     )
     model = WhisperForConditionalGeneration(config).eval()
     model.generation_config = copy.deepcopy(base.main.generation_config)
@@ -60,9 +70,26 @@ def ffmpeg(*args: str) -> None:
 
 def write_wav(path: Path, samples: np.ndarray) -> Path:
     """Write float32 16 kHz mono samples as a wav through ffmpeg."""
-    proc = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", str(audio.SAMPLE_RATE),
-                           "-ac", "1", "-i", "pipe:", str(path)], input=samples.astype(np.float32).tobytes(),
-                          check=True)
+    proc = subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "f32le",
+            "-ar",
+            str(audio.SAMPLE_RATE),
+            "-ac",
+            "1",
+            "-i",
+            "pipe:",
+            str(path),
+        ],
+        input=samples.astype(np.float32).tobytes(),
+        check=True,
+    )
     assert proc.returncode == 0
     return path
 
@@ -70,12 +97,19 @@ def write_wav(path: Path, samples: np.ndarray) -> Path:
 REPO = Path(__file__).resolve().parents[1]
 
 
-def podscribe(*args: str, cache_dir: Path, cwd: Path = REPO, env: dict | None = None,
-              timeout: float = 600) -> subprocess.CompletedProcess:
+def podscribe(
+    *args: str, cache_dir: Path, cwd: Path = REPO, env: dict | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """The CLI in a real process (PYTHONPATH makes `-m pipeline.cli` work from any folder)."""
     full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 # -- jobs in real processes (kill -9, signals, several workers) --------------------------------------------------
@@ -88,8 +122,18 @@ def start(out: Path, inputs: list[Path], cache_dir: Path, trace: Path | None = N
     env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir)}
     if trace:
         env["PODSCRIBE_TRACE"] = str(trace)
-    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *JOB_ARGS, *extra, "--",
-           *map(str, inputs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "transcribe",
+        "--out",
+        str(out),
+        *JOB_ARGS,
+        *extra,
+        "--",
+        *map(str, inputs),
+    ]
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

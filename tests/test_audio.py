@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from helpers import ffmpeg, write_wav
 from pipeline import audio
 from pipeline.audio import AudioError, CutOptions
-
-from helpers import ffmpeg, write_wav
 
 SR = audio.SAMPLE_RATE
 
@@ -33,8 +32,24 @@ def test_every_container_decodes_to_16k_mono(ext, clips, tmp_path, jfk):
     src = next(c.path for c in clips if c.path.name == "jfk.flac")
     out = tmp_path / f"jfk.{ext}"
     if ext == "mp4":  # a video file: the audio stream is picked, the picture ignored
-        ffmpeg("-f", "lavfi", "-i", "color=c=black:s=64x64:r=5", "-i", str(src), "-shortest",
-               "-c:v", "libx264", "-c:a", "aac", "-map", "0:v", "-map", "1:a", str(out))
+        ffmpeg(
+            "-f",
+            "lavfi",
+            "-i",
+            "color=c=black:s=64x64:r=5",
+            "-i",
+            str(src),
+            "-shortest",
+            "-c:v",
+            "libx264",
+            "-c:a",
+            "aac",
+            "-map",
+            "0:v",
+            "-map",
+            "1:a",
+            str(out),
+        )
     else:
         ffmpeg("-i", str(src), *CONTAINERS[ext], str(out))
     info = audio.probe(out)
@@ -64,7 +79,9 @@ def test_cuts_fall_in_silences_and_cover_every_sample(jfk):
     assert pieces[0].start_sample == 0
     for a, b in zip(pieces, pieces[1:]):
         assert a.end_sample == b.start_sample  # contiguous, sample-exact
-        assert any(lo <= a.end_sample <= hi for lo, hi in silences), f"cut at {a.end_sample / SR:.2f}s is not in a pause"
+        assert any(lo <= a.end_sample <= hi for lo, hi in silences), (
+            f"cut at {a.end_sample / SR:.2f}s is not in a pause"
+        )
     assert pieces[-1].end_sample == len(samples)
     assert np.array_equal(np.concatenate([p.samples for p in pieces]), samples)
     for p in pieces[:-1]:

@@ -32,8 +32,19 @@ def test_output_dir_and_formats_like_whisper_without_overwrites(jfk, clips, cach
         (tmp_path / folder).mkdir()
         shutil.copy(src, tmp_path / folder / f"ep{src.suffix}")
     shutil.copy(jfk, tmp_path / "speech.flac")
-    result = podscribe("transcribe", *TINY, "-f", "all", "-o", "out", "a/ep.flac", "b/ep.wav", "speech.flac",
-                       cache_dir=cache_dir, cwd=tmp_path)
+    result = podscribe(
+        "transcribe",
+        *TINY,
+        "-f",
+        "all",
+        "-o",
+        "out",
+        "a/ep.flac",
+        "b/ep.wav",
+        "speech.flac",
+        cache_dir=cache_dir,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     out = tmp_path / "out"
     assert (out / "podscribe-manifests" / "files").is_dir(), "without --out the manifests go beside the files"
@@ -64,8 +75,9 @@ def test_export_writes_tsv_like_whisper(jfk, cache_dir, tmp_path):
 
 
 def test_language_accepts_auto_and_names_and_refuses_unknown_ones_before_loading(jfk, cache_dir, tmp_path):
-    bad = podscribe("transcribe", *TINY, "--language", "klingon", "--out", str(tmp_path / "bad"), str(jfk),
-                    cache_dir=cache_dir)
+    bad = podscribe(
+        "transcribe", *TINY, "--language", "klingon", "--out", str(tmp_path / "bad"), str(jfk), cache_dir=cache_dir
+    )
     assert bad.returncode == 2 and "en (english)" in bad.stderr and not (tmp_path / "bad").exists()
     for value, recorded in (("auto", None), ("English", "en")):
         out = tmp_path / value
@@ -91,15 +103,21 @@ def english_then_german(clips, tmp_path_factory) -> tuple[Path, float]:
     """English (23.7 s) then German (15.2 s) after a 3 s pause: two pieces, one language each."""
     by_name = {c.path.name: c.path for c in clips}
     pause = lambda s: np.zeros(int(s * audio.SAMPLE_RATE), np.float32)  # noqa: E731
-    parts = [audio.decode(by_name["jfk.flac"]), pause(1.0), audio.decode(by_name["2412-153948-0000.flac"]),
-             pause(3.0), audio.decode(by_name["gaenswein15.mp3"])]
+    parts = [
+        audio.decode(by_name["jfk.flac"]),
+        pause(1.0),
+        audio.decode(by_name["2412-153948-0000.flac"]),
+        pause(3.0),
+        audio.decode(by_name["gaenswein15.mp3"]),
+    ]
     mixed = write_wav(tmp_path_factory.mktemp("mixed") / "en-de.wav", np.concatenate(parts))
     return mixed, (len(parts[0]) + len(parts[1]) + len(parts[2])) / audio.SAMPLE_RATE
 
 
 def _segment_languages(base_models, mixed: Path, out: Path, **decode) -> list[dict]:
-    summary = run([str(mixed)], JobOptions(out_dir=out, progress=False, decode=DecodeOptions(**decode)),
-                  models=base_models)
+    summary = run(
+        [str(mixed)], JobOptions(out_dir=out, progress=False, decode=DecodeOptions(**decode)), models=base_models
+    )
     assert summary.done == 1
     return ds.dataset(out / "segments").to_table().to_pylist() if (out / "segments").is_dir() else []
 
@@ -117,15 +135,34 @@ def test_each_segment_carries_its_pieces_language(english_then_german, base_mode
 def test_prompt_and_hotwords_reach_the_job_and_are_part_of_its_configuration(jfk, cache_dir, tmp_path):
     out = tmp_path / "job"
     args = ["transcribe", *TINY, "--out", str(out), str(jfk)]
-    first = podscribe(*args, "--initial-prompt", "The inaugural address.", "--hotwords", "Americans",
-                      "--vad-threshold", "0.5", cache_dir=cache_dir)
+    first = podscribe(
+        *args,
+        "--initial-prompt",
+        "The inaugural address.",
+        "--hotwords",
+        "Americans",
+        "--vad-threshold",
+        "0.5",
+        cache_dir=cache_dir,
+    )
     assert first.returncode == 0, first.stderr
     decode = json.loads((out / "job.json").read_text())["config"]["decode"]
-    assert (decode["initial_prompt"], decode["hotwords"], decode["vad_threshold"]) == \
-        ("The inaugural address.", "Americans", 0.5)
+    assert (decode["initial_prompt"], decode["hotwords"], decode["vad_threshold"]) == (
+        "The inaugural address.",
+        "Americans",
+        0.5,
+    )
     assert "country" in " ".join(ds.dataset(out / "segments").to_table().column("text").to_pylist()).lower()
-    changed = podscribe(*args, "--initial-prompt", "The inaugural address.", "--hotwords", "Kennedy",
-                        "--vad-threshold", "0.5", cache_dir=cache_dir)
+    changed = podscribe(
+        *args,
+        "--initial-prompt",
+        "The inaugural address.",
+        "--hotwords",
+        "Kennedy",
+        "--vad-threshold",
+        "0.5",
+        cache_dir=cache_dir,
+    )
     assert changed.returncode == 4 and "hotwords" in changed.stderr
 
 

@@ -8,8 +8,20 @@ import random
 
 import pytest
 
-from pipeline.export import (Cue, CueRules, TimedWord, _Block, _cue_groups, _ms_up, _repair, build_cues,
-                             segment_words, to_json, to_srt, to_vtt)
+from pipeline.export import (
+    Cue,
+    CueRules,
+    TimedWord,
+    _Block,
+    _cue_groups,
+    _ms_up,
+    _repair,
+    build_cues,
+    segment_words,
+    to_json,
+    to_srt,
+    to_vtt,
+)
 
 RULES = CueRules()
 FLAGGABLE = {"short", "fast"}  # the rules a cue may break where speech leaves no room, saying so in its flags
@@ -17,19 +29,26 @@ FLAGGABLE = {"short", "fast"}  # the rules a cue may break where speech leaves n
 
 def segment(index: int, words: list[tuple[str, float, float]], timed: bool = True) -> dict:
     """A segments-table row from (word, start, end) triples; without word timings when not ``timed``."""
-    return {"segment": index, "start_s": words[0][1], "end_s": words[-1][2], "text": " ".join(w for w, _, _ in words),
-            "words": [{"word": " " + w, "start_s": s, "end_s": e, "probability": 0.9} for w, s, e in words]
-            if timed else None}
+    return {
+        "segment": index,
+        "start_s": words[0][1],
+        "end_s": words[-1][2],
+        "text": " ".join(w for w, _, _ in words),
+        "words": [{"word": " " + w, "start_s": s, "end_s": e, "probability": 0.9} for w, s, e in words]
+        if timed
+        else None,
+    }
 
 
-def rule_breaks(cues: list[Cue], segments: list[dict], rules: CueRules = RULES,
-                duration_s: float | None = None) -> list[tuple[int, str]]:
+def rule_breaks(
+    cues: list[Cue], segments: list[dict], rules: CueRules = RULES, duration_s: float | None = None
+) -> list[tuple[int, str]]:
     """Every (cue index, rule) broken, flags or not. Cue words are matched to the segments' words in order."""
     words = [w for s in sorted(segments, key=lambda s: s["segment"]) for w in segment_words(s)[0]]
     assert " ".join(c.text for c in cues).split() == [w.text for w in words], "the cues' text is the segments' text"
     out, pos = [], 0
     for i, cue in enumerate(cues):
-        mine, pos = words[pos:pos + len(cue.text.split())], pos + len(cue.text.split())
+        mine, pos = words[pos : pos + len(cue.text.split())], pos + len(cue.text.split())
         duration = cue.end_s - cue.start_s
         broken = {
             "empty": duration <= 0,
@@ -47,8 +66,9 @@ def rule_breaks(cues: list[Cue], segments: list[dict], rules: CueRules = RULES,
     return out
 
 
-def assert_rules_or_flags(cues: list[Cue], segments: list[dict], rules: CueRules = RULES,
-                          duration_s: float | None = None) -> list[tuple[int, str]]:
+def assert_rules_or_flags(
+    cues: list[Cue], segments: list[dict], rules: CueRules = RULES, duration_s: float | None = None
+) -> list[tuple[int, str]]:
     """Each broken rule is a flaggable one and flagged, each flag names a broken rule; the breaks."""
     breaks = rule_breaks(cues, segments, rules, duration_s)
     unflagged = [(i, rule, cues[i]) for i, rule in breaks if rule not in FLAGGABLE or rule not in cues[i].flags]
@@ -66,9 +86,11 @@ def test_a_zero_length_word_gets_the_minimum_duration_where_there_is_room():
 
 def test_a_zero_length_one_word_segment_squeezed_between_two_is_never_empty_and_is_flagged():
     # the issue's 00:01:14,033 --> 00:01:14,033: a one-word segment right between two others
-    segments = [segment(0, [("Right,", 72.9, 73.3), ("sure.", 73.35, 73.9)]),
-                segment(1, [("Yes.", 74.033, 74.033)]),
-                segment(2, [("And", 74.1, 74.3), ("the", 74.3, 74.4), ("library", 74.4, 74.9), ("roof?", 74.9, 75.5)])]
+    segments = [
+        segment(0, [("Right,", 72.9, 73.3), ("sure.", 73.35, 73.9)]),
+        segment(1, [("Yes.", 74.033, 74.033)]),
+        segment(2, [("And", 74.1, 74.3), ("the", 74.3, 74.4), ("library", 74.4, 74.9), ("roof?", 74.9, 75.5)]),
+    ]
     cues, _ = build_cues(segments, RULES, 80.0)
     assert [c.text for c in cues] == ["Right, sure.", "Yes.", "And the library roof?"]
     breaks = assert_rules_or_flags(cues, segments, duration_s=80.0)
@@ -84,8 +106,10 @@ def test_very_fast_words_back_to_back_are_flagged_fast_and_never_empty():
     words += [("end.", 13.2, 13.2), ("Done.", 13.2, 13.2)]  # and two zero-length words at the same instant
     segments = [segment(0, words), segment(1, [("Next", 13.3, 13.6), ("one.", 13.6, 14.0)])]
     for timed in (True, False):
-        segs = [segment(s["segment"], [(w["word"].strip(), w["start_s"], w["end_s"]) for w in s["words"]], timed)
-                for s in segments]
+        segs = [
+            segment(s["segment"], [(w["word"].strip(), w["start_s"], w["end_s"]) for w in s["words"]], timed)
+            for s in segments
+        ]
         cues, _ = build_cues(segs, RULES, 20.0)
         breaks = assert_rules_or_flags(cues, segs, duration_s=20.0)
         # 60+ characters a second: no layout can help, every cue of it is too fast (the last one short too)
@@ -104,8 +128,10 @@ def test_a_one_word_cue_at_the_end_of_a_full_cue_takes_words_from_it_instead_of_
         t += 0.35
     words.append(("Yes.", round(t, 3), round(t + 0.3, 3)))
     nxt = round(t + 0.35, 3)
-    segments = [segment(0, words), segment(1, [("Then", nxt, nxt + 0.5), ("we", nxt + 0.5, nxt + 0.8),
-                                               ("voted.", nxt + 0.8, nxt + 1.6)])]
+    segments = [
+        segment(0, words),
+        segment(1, [("Then", nxt, nxt + 0.5), ("we", nxt + 0.5, nxt + 0.8), ("voted.", nxt + 0.8, nxt + 1.6)]),
+    ]
     assert [len(g) for g in _cue_groups(segment_words(segments[0])[0], RULES)] == [len(texts), 1]
     cues, _ = build_cues(segments, RULES, 40.0)
     assert not assert_rules_or_flags(cues, segments, duration_s=40.0)
@@ -113,8 +139,12 @@ def test_a_one_word_cue_at_the_end_of_a_full_cue_takes_words_from_it_instead_of_
 
 
 def test_two_short_cues_of_one_segment_merge_when_the_merged_cue_meets_every_rule():
-    words = [TimedWord("Well", 10.0, 10.1), TimedWord("I", 10.1, 10.2), TimedWord("see", 10.2, 10.4),
-             TimedWord("you.", 10.45, 10.5)]
+    words = [
+        TimedWord("Well", 10.0, 10.1),
+        TimedWord("I", 10.1, 10.2),
+        TimedWord("see", 10.2, 10.4),
+        TimedWord("you.", 10.45, 10.5),
+    ]
     blocks = [_Block(0, words[:3]), _Block(0, words[3:]), _Block(1, [TimedWord("Right.", 10.7, 11.1)])]
     merged, times = _repair(blocks, RULES, 20_000)
     assert [[w.text for w in b.words] for b in merged] == [["Well", "I", "see", "you."], ["Right."]]
@@ -140,7 +170,9 @@ def test_without_word_timings_fast_segments_are_flagged_and_slow_ones_obey():
 
 def test_random_word_timings_every_cue_obeys_every_rule_or_is_flagged():
     rng = random.Random(14)
-    vocabulary = "a I so and the of council library roof warehouse rezoning, vote. Yes. unanimous! extraordinary".split()
+    vocabulary = (
+        "a I so and the of council library roof warehouse rezoning, vote. Yes. unanimous! extraordinary".split()
+    )
     for trial in range(60):
         segments, t = [], rng.uniform(0, 2)
         for index in range(rng.randint(1, 12)):
@@ -177,5 +209,6 @@ def test_webvtt_cue_text_is_escaped_and_parses_back_to_the_same_text():
     assert all("-->" not in line for line in body.splitlines() if not line[:2].isdigit())
     parsed = webvtt.from_string(vtt).captions
     assert [html.unescape(c.text) for c in parsed] == texts
-    assert [(c.start, c.end) for c in parsed] == [(f"00:00:0{1 + 2 * k}.000", f"00:00:0{2 + 2 * k}.500")
-                                                  for k in range(len(texts))]
+    assert [(c.start, c.end) for c in parsed] == [
+        (f"00:00:0{1 + 2 * k}.000", f"00:00:0{2 + 2 * k}.500") for k in range(len(texts))
+    ]

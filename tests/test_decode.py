@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import perturbed_draft, tiny_random_models, with_assistant
 
+from helpers import perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber, is_non_speech_text
 from pipeline.models.load import quantized_self_draft
@@ -16,8 +16,6 @@ def speech_pieces(clips) -> list[np.ndarray]:
     names = ["jfk.flac", "LJ001-0001.wav", "1089-134686-0000.flac", "test.wav"]
     by_name = {c.path.name: c for c in clips}
     return [audio.decode(by_name[n].path) for n in names]
-
-
 
 
 # Random weights fail every check of Whisper's: the fallback would decode each piece six more times. These
@@ -35,7 +33,10 @@ def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech
     main = tiny_random_models(base_models, seed)
     pieces = speech_pieces[:1]  # random weights babble to the length limit: one piece is enough
     alone, _ = _tokens(main, pieces, **FIRST_PASS)
-    for name, draft in [("perturbed", perturbed_draft(main.main, seed)), ("self-int8", quantized_self_draft(main.main))]:
+    for name, draft in [
+        ("perturbed", perturbed_draft(main.main, seed)),
+        ("self-int8", quantized_self_draft(main.main)),
+    ]:
         assisted, results = _tokens(with_assistant(main, draft, name), pieces, **FIRST_PASS)
         assert assisted == alone, f"seed {seed}, {name} draft changed the main model's tokens"
         assert all(r.stats.draft_calls > 0 for r in results), "the assistant never ran"
@@ -64,8 +65,17 @@ def test_english_only_model_refuses_other_languages(tiny_en_models):
         Transcriber(tiny_en_models, DecodeOptions(language="de"))
 
 
-@pytest.mark.parametrize("text,expected", [("♪ ♪", True), ("[Music]", True), ("(upbeat music)", True),
-                                           ("...", True), ("Thank you.", False), ("[Music] and then", False)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("♪ ♪", True),
+        ("[Music]", True),
+        ("(upbeat music)", True),
+        ("...", True),
+        ("Thank you.", False),
+        ("[Music] and then", False),
+    ],
+)
 def test_non_speech_texts(text, expected):
     assert is_non_speech_text(text) is expected
 
@@ -84,8 +94,10 @@ def test_assistant_checkpoints_load_decoder_only_or_seq2seq(base_models, speech_
 
     main = tiny_random_models(base_models, 5)
     alone, _ = _tokens(main, speech_pieces[:1], **FIRST_PASS)
-    for name, kind, seed, d_model in [("same", WhisperForCausalLM, 6, 64),
-                                      ("other", WhisperForConditionalGeneration, 7, 32)]:
+    for name, kind, seed, d_model in [
+        ("same", WhisperForCausalLM, 6, 64),
+        ("other", WhisperForConditionalGeneration, 7, 32),
+    ]:
         draft_models = tiny_random_models(base_models, seed, d_model=d_model)
         draft_models.main.save_pretrained(tmp_path / name)
         base_models.processor.save_pretrained(tmp_path / name)

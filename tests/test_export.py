@@ -8,16 +8,16 @@ import os
 import subprocess
 from pathlib import Path
 
+import conftest
 import numpy as np
 import pytest
+from test_cues import assert_rules_or_flags
 
-import conftest
 from helpers import ffmpeg
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.export import CueRules, build_cues, split_lines, to_srt, to_vtt
 from pipeline.runner import JobOptions, run
-from test_cues import assert_rules_or_flags
 
 RULES = CueRules()
 # Median |start error| of word timings against the reference word alignments, measured with base when
@@ -108,8 +108,20 @@ def test_files_parse_with_srt_and_webvtt_and_mux_into_mp4(exported, tmp_path):
     assert doc["word_timings"] == "aligned" and len(doc["cues"]) == len(parsed)
     assert files["txt"].read_text().splitlines() == [s["text"] for s in segments]
     mp4, back = tmp_path / "with_subs.mp4", tmp_path / "back.srt"
-    ffmpeg("-f", "lavfi", "-i", f"anullsrc=r=16000:cl=mono:d={file_row['duration_s']}", "-i", str(files["srt"]),
-           "-c:a", "aac", "-c:s", "mov_text", "-shortest", str(mp4))
+    ffmpeg(
+        "-f",
+        "lavfi",
+        "-i",
+        f"anullsrc=r=16000:cl=mono:d={file_row['duration_s']}",
+        "-i",
+        str(files["srt"]),
+        "-c:a",
+        "aac",
+        "-c:s",
+        "mov_text",
+        "-shortest",
+        str(mp4),
+    )
     ffmpeg("-i", str(mp4), "-map", "0:s:0", str(back))
     again = list(srt.parse(back.read_text()))
     assert [c.content for c in again] == [p.content for p in parsed]
@@ -168,22 +180,29 @@ def _reference_words(clip) -> list[tuple[str, float]]:
 def test_word_start_accuracy_against_reference_alignments(base_models, clips):
     import difflib
 
-    chosen = [c for c in clips if c.language == "en" and c.raw.get("timestamps")
-              and c.path.parent.name in ("pocketsphinx_librivox", "picovoice_leopard")]
+    chosen = [
+        c
+        for c in clips
+        if c.language == "en"
+        and c.raw.get("timestamps")
+        and c.path.parent.name in ("pocketsphinx_librivox", "picovoice_leopard")
+    ]
     assert len(chosen) == 6
     transcriber = Transcriber(base_models, DecodeOptions(language="en", word_timestamps=True))
     results = transcriber.transcribe([audio.decode(c.path) for c in chosen])
     errors = []
     for clip, result in zip(chosen, results):
-        ours = [(w.word.strip(" .,?!;:\"").lower(), w.start_s) for s in result.segments for w in s.words]
+        ours = [(w.word.strip(' .,?!;:"').lower(), w.start_s) for s in result.segments for w in s.words]
         ref = [(w.lower(), t) for w, t in _reference_words(clip)]
         matcher = difflib.SequenceMatcher(a=[w for w, _ in ref], b=[w for w, _ in ours], autojunk=False)
         for block in matcher.get_matching_blocks():
             for k in range(block.size):
                 errors.append(abs(ref[block.a + k][1] - ours[block.b + k][1]))
     median = float(np.median(errors))
-    print(f"\nword start |error|: median {median:.3f} s, 90th percentile {np.percentile(errors, 90):.3f} s "
-          f"over {len(errors)} matched words")
+    print(
+        f"\nword start |error|: median {median:.3f} s, 90th percentile {np.percentile(errors, 90):.3f} s "
+        f"over {len(errors)} matched words"
+    )
     assert len(errors) > 60
     assert median < WORD_START_MEDIAN_BOUND
 
@@ -208,9 +227,24 @@ def test_export_command_writes_one_file_per_input(long_form_job, tmp_path):
     import sys
 
     _, _, out = long_form_job
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "export", str(out), "--format", "srt,txt",
-                             "--out", str(tmp_path / "subs"), "--max-line-chars", "32"],
-                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "export",
+            str(out),
+            "--format",
+            "srt,txt",
+            "--out",
+            str(tmp_path / "subs"),
+            "--max-line-chars",
+            "32",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert result.returncode == 0, result.stderr
     names = sorted(p.name for p in (tmp_path / "subs").iterdir())
     assert names == ["long.srt", "long.txt"]

@@ -40,8 +40,15 @@ def inputs(clips, tmp_path_factory) -> dict[str, Path]:
     text.write_text("show notes\n" * 50)
     (d / "no_audio_here").mkdir()
     (d / "no_audio_here" / "readme.txt").write_text("nothing")
-    return {"m4a": good_m4a, "odd": odd, "truncated": truncated, "empty": empty, "text": text,
-            "emptydir": d / "no_audio_here", "missing": d / "missing.wav"}
+    return {
+        "m4a": good_m4a,
+        "odd": odd,
+        "truncated": truncated,
+        "empty": empty,
+        "text": text,
+        "emptydir": d / "no_audio_here",
+        "missing": d / "missing.wav",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +67,12 @@ def test_good_files_done_bad_files_failed_with_readable_errors(job, inputs):
     assert rows[inputs["m4a"].name]["status"] == "done" and rows[inputs["odd"].name]["status"] == "done"
     truncated = rows[inputs["truncated"].name]  # its readable half is kept, and marked
     assert truncated["status"] == "done" and truncated["warnings"].startswith("truncated"), truncated
-    expected_errors = {"empty": "empty", "text": "not a readable audio",
-                       "emptydir": "no audio files", "missing": "not found"}
+    expected_errors = {
+        "empty": "empty",
+        "text": "not a readable audio",
+        "emptydir": "no audio files",
+        "missing": "not found",
+    }
     for key, message in expected_errors.items():
         row = rows[inputs[key].name]
         assert row["status"] == "failed" and message in row["error"], row
@@ -78,38 +89,67 @@ def test_manifests_read_with_pyarrow_pandas_and_datasets(job, inputs):
     out, _ = job
     table = ds.dataset(out / "segments").to_table()
     frame = pd.read_parquet(out / "segments")
-    hf = datasets.load_dataset("parquet", data_files=str(out / "segments" / "*.parquet"), split="train",
-                               cache_dir=str(out.parent / "hf-cache"))
+    hf = datasets.load_dataset(
+        "parquet", data_files=str(out / "segments" / "*.parquet"), split="train", cache_dir=str(out.parent / "hf-cache")
+    )
     assert table.num_rows == len(frame) == hf.num_rows > 5
     assert set(hf.column_names) >= {"file_id", "path", "segment", "start_s", "end_s", "text", "piece"}
     jfk = frame[frame.path.str.endswith(inputs["odd"].name)].sort_values("segment")
     assert "ask not what your country can do for you" in " ".join(jfk.text).lower()
-    files = datasets.load_dataset("parquet", data_files=str(out / "files" / "*.parquet"), split="train",
-                                  cache_dir=str(out.parent / "hf-cache"))
+    files = datasets.load_dataset(
+        "parquet", data_files=str(out / "files" / "*.parquet"), split="train", cache_dir=str(out.parent / "hf-cache")
+    )
     assert sorted(files["status"]) == ["done"] * 3 + ["failed"] * 4
-    assert not [p for p in out.rglob("*") if p.suffix == ".tmp" or p.name.startswith(".") and p.name != ".lock"], \
+    assert not [p for p in out.rglob("*") if p.suffix == ".tmp" or p.name.startswith(".") and p.name != ".lock"], (
         "temp files left"
+    )
 
 
 def test_rerun_skips_finished_files_and_rewrites_nothing(job, inputs, cache_dir):
     out, _ = job
     done = sorted((out / "segments").glob("*.parquet"))
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in done}
-    result = podscribe("transcribe", "--model", "tiny.en", "--out", str(out), "-q", "--",
-                       str(inputs["m4a"]), str(inputs["odd"]), cache_dir=cache_dir)
+    result = podscribe(
+        "transcribe",
+        "--model",
+        "tiny.en",
+        "--out",
+        str(out),
+        "-q",
+        "--",
+        str(inputs["m4a"]),
+        str(inputs["odd"]),
+        cache_dir=cache_dir,
+    )
     assert result.returncode == 0 and "already done: 2" in result.stdout
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in done} == before
 
 
 def test_exit_codes(inputs, cache_dir, tmp_path):
-    nothing = podscribe("transcribe", "--model", "tiny.en", "--out", str(tmp_path / "j"), "-q",
-                        str(inputs["empty"]), str(inputs["missing"]), cache_dir=cache_dir)
+    nothing = podscribe(
+        "transcribe",
+        "--model",
+        "tiny.en",
+        "--out",
+        str(tmp_path / "j"),
+        "-q",
+        str(inputs["empty"]),
+        str(inputs["missing"]),
+        cache_dir=cache_dir,
+    )
     assert nothing.returncode == 1 and "failed: 2" in nothing.stdout
     assert "file is empty" in nothing.stderr
     bad_args = podscribe("transcribe", "--batch-size", "0", "--out", str(tmp_path / "k"), "x.mp3", cache_dir=cache_dir)
     assert bad_args.returncode == 2
-    bad_model = podscribe("transcribe", "--model", "/nonexistent/model", "--out", str(tmp_path / "m"),
-                          str(inputs["odd"]), cache_dir=cache_dir)
+    bad_model = podscribe(
+        "transcribe",
+        "--model",
+        "/nonexistent/model",
+        "--out",
+        str(tmp_path / "m"),
+        str(inputs["odd"]),
+        cache_dir=cache_dir,
+    )
     assert bad_model.returncode == 2 and "not a directory" in bad_model.stderr
 
 
@@ -125,8 +165,10 @@ def test_job_file_runs_and_flags_override_it(inputs, cache_dir, tmp_path):
     import json
 
     job = tmp_path / "nightly.toml"
-    job.write_text(f'name = "nightly"\ninputs = [{json.dumps(str(inputs["odd"]))}]\nmodel = "tiny.en"\n'
-                   f'batch_size = 3\nout = {json.dumps(str(tmp_path / "out"))}\n')
+    job.write_text(
+        f'name = "nightly"\ninputs = [{json.dumps(str(inputs["odd"]))}]\nmodel = "tiny.en"\n'
+        f"batch_size = 3\nout = {json.dumps(str(tmp_path / 'out'))}\n"
+    )
     result = podscribe("run", str(job), "--batch-size", "2", "-q", cache_dir=cache_dir)
     assert result.returncode == 0, result.stderr
     record = json.loads((tmp_path / "out" / "job.json").read_text())

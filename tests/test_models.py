@@ -19,8 +19,13 @@ def _ct2_tokens(ct2_dir, features: np.ndarray, prompt: list[int]) -> list[int]:
     import ctranslate2
 
     model = ctranslate2.models.Whisper(str(ct2_dir), device="cpu", compute_type="float32")
-    result = model.generate(ctranslate2.StorageView.from_array(np.ascontiguousarray(features)), [prompt],
-                            beam_size=1, max_length=448, return_scores=False)
+    result = model.generate(
+        ctranslate2.StorageView.from_array(np.ascontiguousarray(features)),
+        [prompt],
+        beam_size=1,
+        max_length=448,
+        return_scores=False,
+    )
     return result[0].sequences_ids[0]
 
 
@@ -52,8 +57,12 @@ def test_converted_greedy_tokens_equal_ctranslate2(alias, english_human, cache_d
         samples = audio.decode(clip.path)
         features = models.processor.feature_extractor(samples, sampling_rate=16000, return_tensors="pt").input_features
         with torch.inference_mode():
-            ours = models.main.generate(features, num_beams=1, return_timestamps=True,
-                                        **({"language": "en", "task": "transcribe"} if gen.is_multilingual else {}))
+            ours = models.main.generate(
+                features,
+                num_beams=1,
+                return_timestamps=True,
+                **({"language": "en", "task": "transcribe"} if gen.is_multilingual else {}),
+            )
         ours = [t for t in ours[0].tolist() if t != gen.eos_token_id]
         theirs = _ct2_tokens(ct2_dir, features.numpy(), prompt)
         assert ours == theirs, f"{alias} on {clip.path.name}: transformers and CTranslate2 disagree"
@@ -109,8 +118,11 @@ def test_generation_config_carries_whisper_facts(base_models, tiny_en_models):
 
 def test_changed_wheel_weights_are_refused(monkeypatch, cache_dir):
     model = registry.OFFLINE_MODELS["tiny.en"]
-    monkeypatch.setitem(registry.OFFLINE_MODELS, "tiny.en",
-                        registry.OfflineModel(model.alias, model.packages, "0" * 64, model.description))
+    monkeypatch.setitem(
+        registry.OFFLINE_MODELS,
+        "tiny.en",
+        registry.OfflineModel(model.alias, model.packages, "0" * 64, model.description),
+    )
     with pytest.raises(registry.ModelUnavailable, match="sha256"):
         registry.resolve("tiny.en", cache_dir)
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from pipeline.audio import SAMPLE_RATE, Piece
-from pipeline.records import PieceResult, RawSegment
 from pipeline.manifest import Fingerprints, identify
+from pipeline.records import PieceResult, RawSegment
 from pipeline.runner import expand_inputs
 from pipeline.tables import file_language, segment_flags
 
@@ -23,8 +23,11 @@ def _result(language: str, spoken: list[tuple[float, float]], skipped: str | Non
 
 
 def test_a_files_language_is_the_one_with_the_most_speech_not_the_most_pieces():
-    done = [(_piece(0, 29), _result("en", [(0, 14), (14.5, 28.5)])),
-            (_piece(1, 8), _result("de", [(0, 6)])), (_piece(2, 7), _result("de", [(0.5, 6.5)]))]
+    done = [
+        (_piece(0, 29), _result("en", [(0, 14), (14.5, 28.5)])),
+        (_piece(1, 8), _result("de", [(0, 6)])),
+        (_piece(2, 7), _result("de", [(0.5, 6.5)])),
+    ]
     assert file_language(done) == "en"
     done.append((_piece(3, 30), _result("de", [(0, 20)])))
     assert file_language(done) == "de"
@@ -92,8 +95,9 @@ def test_the_cli_and_the_job_dir_import_without_fcntl():
     import sys
 
     probe = "import sys; sys.modules['fcntl'] = None; import pipeline.manifest, pipeline.cli, pipeline.export"
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from helpers import perturbed_draft, tiny_random_models, with_assistant
 
+from helpers import perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.decode.generate import Generator
@@ -34,18 +34,29 @@ PROMPT = "A reading from William Morris on the history of printing."
 def pieces(clips) -> list[np.ndarray]:
     """The two clips with the names, a 30 s piece of several clips cut mid-speech, and JFK."""
     by_name = {c.path.name: c for c in clips}
-    decoded = {n: audio.decode(by_name[n].path) for n in (
-        "LJ001-0031.wav", "LJ001-0007.wav", "jfk.flac", "LJ001-0001.wav", "LJ001-0003.wav", "LJ001-0005.wav",
-        "LJ001-0009.wav")}
-    joined = np.concatenate([decoded[n] for n in ("LJ001-0001.wav", "LJ001-0003.wav", "LJ001-0005.wav",
-                                                  "LJ001-0009.wav")])[: 30 * audio.SAMPLE_RATE]
+    decoded = {
+        n: audio.decode(by_name[n].path)
+        for n in (
+            "LJ001-0031.wav",
+            "LJ001-0007.wav",
+            "jfk.flac",
+            "LJ001-0001.wav",
+            "LJ001-0003.wav",
+            "LJ001-0005.wav",
+            "LJ001-0009.wav",
+        )
+    }
+    joined = np.concatenate(
+        [decoded[n] for n in ("LJ001-0001.wav", "LJ001-0003.wav", "LJ001-0005.wav", "LJ001-0009.wav")]
+    )[: 30 * audio.SAMPLE_RATE]
     assert len(joined) == 30 * audio.SAMPLE_RATE
     return [decoded["LJ001-0031.wav"], decoded["LJ001-0007.wav"], joined, decoded["jfk.flac"]]
 
 
 def _features(models, pieces) -> torch.Tensor:
-    return models.processor.feature_extractor(pieces, sampling_rate=audio.SAMPLE_RATE,
-                                              return_tensors="pt").input_features
+    return models.processor.feature_extractor(
+        pieces, sampling_rate=audio.SAMPLE_RATE, return_tensors="pt"
+    ).input_features
 
 
 def _segments(segs) -> list[tuple]:
@@ -96,7 +107,8 @@ def test_prompt_tokens_are_transformers_prompt_ids_and_faster_whispers_prompt(ba
     assert both == processor.get_prompt_ids(HOTWORDS + " " + PROMPT).tolist()  # one text, the same ids
     hot = g.context(None, HOTWORDS)
     assert g.prompt("en", "transcribe", hot) == fw_transcribe.WhisperModel.get_prompt(
-        SimpleNamespace(max_length=448), fw, [], hotwords=HOTWORDS)
+        SimpleNamespace(max_length=448), fw, [], hotwords=HOTWORDS
+    )
     assert tok.decode(both[1:]) == " " + HOTWORDS + " " + PROMPT
 
 
@@ -112,7 +124,7 @@ def test_long_prompts_keep_223_text_tokens(base_models):
     both = g.context(words, HOTWORDS)
     hot = tok.encode(" " + HOTWORDS, add_special_tokens=False)
     assert len(both) == 224 and both[1 : 1 + len(hot)] == hot
-    assert both[1 + len(hot):] == tok.encode(" " + words, add_special_tokens=False)[-(223 - len(hot)):]
+    assert both[1 + len(hot) :] == tok.encode(" " + words, add_special_tokens=False)[-(223 - len(hot)) :]
     assert g.context(words, words)[1:] == hot_only[1:]  # hotwords fill the room: no prompt left
 
 
@@ -145,9 +157,16 @@ def test_tiny_random_pairs_with_prompt(seed, base_models, pieces):
     reference = hf_generate(main.main, features, ["en"] * len(pieces), True, prompt_ids=context)
     plain = _check(main, features, reference, context, f"seed {seed} main alone")
     assert all(g.tokens for g in plain)
-    _check(with_assistant(main, perturbed_draft(main.main, seed), "decoder-only"), features, reference, context,
-           f"seed {seed} decoder-only")
-    other = quantized_self_draft(main.main) if seed == 0 else tiny_random_models(base_models, 100 + seed, d_model=32).main
+    _check(
+        with_assistant(main, perturbed_draft(main.main, seed), "decoder-only"),
+        features,
+        reference,
+        context,
+        f"seed {seed} decoder-only",
+    )
+    other = (
+        quantized_self_draft(main.main) if seed == 0 else tiny_random_models(base_models, 100 + seed, d_model=32).main
+    )
     _check(with_assistant(main, other, "other"), features, reference, context, f"seed {seed} other", sizes=(4,))
 
 
@@ -162,8 +181,14 @@ def test_tiny_random_pair_with_the_longest_prompt(base_models, pieces):
     out = _check(main, features, reference, context, "long prompt, main alone", sizes=(1, 2))
     generated = [g.stats.main_calls for g in out]  # one token per main call without a draft
     assert max(generated) >= 60 + 223 - (224 + 3), "a row runs to the limit: 60 + 223 positions, prompt included"
-    _check(with_assistant(main, quantized_self_draft(main.main), "self-int8"), features, reference, context,
-           "long prompt, self-int8", sizes=(2,))
+    _check(
+        with_assistant(main, quantized_self_draft(main.main), "self-int8"),
+        features,
+        reference,
+        context,
+        "long prompt, self-int8",
+        sizes=(2,),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -210,16 +235,24 @@ def test_language_no_speech_and_logprob_as_transformers_computes_them(base_model
         mp.setattr(WhisperNoSpeechDetection, "__call__", recording)
         for i, r in enumerate(results):
             seen.clear()
-            out = base_models.main.generate(features[i : i + 1], return_timestamps=True, return_segments=True,
-                                            num_beams=1, do_sample=False, temperature=0.0, task="transcribe",
-                                            no_speech_threshold=0.6, logprob_threshold=-1.0,
-                                            prompt_ids=torch.tensor(context))
+            out = base_models.main.generate(
+                features[i : i + 1],
+                return_timestamps=True,
+                return_segments=True,
+                num_beams=1,
+                do_sample=False,
+                temperature=0.0,
+                task="transcribe",
+                no_speech_threshold=0.6,
+                logprob_threshold=-1.0,
+                prompt_ids=torch.tensor(context),
+            )
             segments = out["segments"][0]
             tokens = [int(t) for s in segments for t in s["tokens"]]
             detected = base_models.main.detect_language(features[i : i + 1])
             result = segments[0]["result"]  # one pass: its generate output, with the processed scores
             scores = torch.stack(result["scores"]).float()
-            generated = result["sequences"][-scores.shape[0]:]
+            generated = result["sequences"][-scores.shape[0] :]
             avg = float(scores.log_softmax(-1).gather(-1, generated[:, None]).mean())
             assert len({id(s["result"]) for s in segments}) == 1, "expected one pass"
             assert r.tokens == tokens
@@ -237,7 +270,9 @@ def test_hotwords_spell_the_names_base_gets_wrong_and_words_stay_timed(base_mode
     pieces = [audio.decode(by_name[n].path) for n in ("LJ001-0007.wav", "LJ001-0031.wav")]
     plain = Transcriber(base_models, DecodeOptions(language="en")).transcribe(pieces)
     before = [" ".join(s.text for s in r.segments) for r in plain]
-    assert "Guttenberg" in before[0] and not {"Sweynheim", "Pannartz", "Subiaco"} & set(before[1].replace(",", "").split())
+    assert "Guttenberg" in before[0] and not {"Sweynheim", "Pannartz", "Subiaco"} & set(
+        before[1].replace(",", "").split()
+    )
     prompted = Transcriber(base_models, DecodeOptions(language="en", hotwords=HOTWORDS, word_timestamps=True))
     results = prompted.transcribe(pieces)
     after = [" ".join(s.text for s in r.segments) for r in results]
@@ -264,16 +299,31 @@ def test_transformers_asr_pipeline_with_prompt_ids(base_models, base_self_int8, 
     from pipeline.decode.hf_asr import asr_pipeline
 
     by_name = {c.path.name: c for c in clips}
-    inputs = [{"raw": audio.decode(by_name[n].path), "sampling_rate": audio.SAMPLE_RATE}
-              for n in ("LJ001-0007.wav", "LJ001-0031.wav")]
+    inputs = [
+        {"raw": audio.decode(by_name[n].path), "sampling_rate": audio.SAMPLE_RATE}
+        for n in ("LJ001-0007.wav", "LJ001-0031.wav")
+    ]
     prompt_ids = base_models.processor.get_prompt_ids(HOTWORDS, return_tensors="pt")
     ours = asr_pipeline(base_models)
-    reference = hf_pipeline("automatic-speech-recognition", model=base_models.main, tokenizer=ours.tokenizer,
-                            feature_extractor=base_models.processor.feature_extractor, device="cpu")
-    expected = reference([dict(i) for i in inputs], batch_size=1, return_timestamps=True,
-                         generate_kwargs={"language": "en", "num_beams": 1, "prompt_ids": prompt_ids})
-    got = ours([dict(i) for i in inputs], batch_size=2, return_timestamps=True,
-               generate_kwargs={"language": "en", "prompt_ids": prompt_ids, "assistant_model": base_self_int8.assistant})
+    reference = hf_pipeline(
+        "automatic-speech-recognition",
+        model=base_models.main,
+        tokenizer=ours.tokenizer,
+        feature_extractor=base_models.processor.feature_extractor,
+        device="cpu",
+    )
+    expected = reference(
+        [dict(i) for i in inputs],
+        batch_size=1,
+        return_timestamps=True,
+        generate_kwargs={"language": "en", "num_beams": 1, "prompt_ids": prompt_ids},
+    )
+    got = ours(
+        [dict(i) for i in inputs],
+        batch_size=2,
+        return_timestamps=True,
+        generate_kwargs={"language": "en", "prompt_ids": prompt_ids, "assistant_model": base_self_int8.assistant},
+    )
     assert got == expected
     assert "Gutenberg" in got[0]["text"] and "Subiaco" in got[1]["text"]
     assert sum(s.drafted for s in ours.model.generate.last_stats) > 0, "the assistant never ran"

@@ -15,8 +15,10 @@ import pyarrow.dataset as ds
 from helpers import REPO, decoded_after_persisted, finish, lines, start, tables, wait_for_progress
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_SIGTERM
 
-def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupted_run(archive, reference, cache_dir,
-                                                                                      tmp_path):
+
+def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupted_run(
+    archive, reference, cache_dir, tmp_path
+):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     rng = random.Random(4)
     kills, terms = 0, 0
@@ -52,8 +54,9 @@ def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupte
     assert not (out / "partial").exists() or not any((out / "partial").iterdir()), "partial pieces left behind"
 
 
-def test_a_second_run_joins_as_a_worker_and_a_frozen_one_keeps_only_its_own_file(archive, reference, cache_dir,
-                                                                                 tmp_path):
+def test_a_second_run_joins_as_a_worker_and_a_frozen_one_keeps_only_its_own_file(
+    archive, reference, cache_dir, tmp_path
+):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     first = start(out, archive, cache_dir, trace)
     assert wait_for_progress(first, trace, 0)
@@ -62,8 +65,9 @@ def test_a_second_run_joins_as_a_worker_and_a_frozen_one_keeps_only_its_own_file
     assert code == EXIT_CONFIG_CHANGED and "language: None -> 'en'" in stderr, "another configuration must not join"
     code, stdout, stderr = finish(start(out, archive, cache_dir))
     assert code == 0 and "done: 2" in stdout and "being decoded by other workers: 1" in stdout, stdout + stderr
-    status = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO,
-                            capture_output=True, text=True)
+    status = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO, capture_output=True, text=True
+    )
     assert "workers: 1 at work, decoding 1 files" in status.stdout, status.stdout
     first.send_signal(signal.SIGKILL)  # the OS drops its locks: nothing stays stuck
     first.wait()
@@ -113,8 +117,9 @@ def test_ctrl_c_finishes_the_batch_in_hand_and_exits_cleanly(archive, cache_dir,
     decoded = {tuple(x.split()[1:3]) for x in events if x.startswith("decoded")}
     persisted = {tuple(x.split()[1:3]) for x in events if x.startswith("persisted")}
     assert decoded and decoded == persisted, "a decoded piece was not persisted"
-    status = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO,
-                            capture_output=True, text=True)
+    status = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO, capture_output=True, text=True
+    )
     assert status.returncode == 0 and "pending" in status.stdout and "h left" in status.stdout
 
 

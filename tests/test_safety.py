@@ -97,8 +97,9 @@ def test_identical_copies_keep_every_path_and_each_gets_its_subtitles(speech, ti
     assert len(ep) == 2 and ep[0].read_text() == ep[1].read_text() != ""
     # a third copy later: recorded, nothing decoded again
     shutil.copy(speech["jfk"], tmp_path / "c" / "ep copy.wav")
-    summary = run([*inputs, str(tmp_path / "c" / "ep copy.wav")], job_options(out, subtitles=["srt"]),
-                  models=tiny_en_models)
+    summary = run(
+        [*inputs, str(tmp_path / "c" / "ep copy.wav")], job_options(out, subtitles=["srt"]), models=tiny_en_models
+    )
     assert (summary.done, summary.already_done) == (0, 2)
     assert sorted(len(r["paths"]) for r in files_rows(out).values()) == [1, 3]
     assert (out / "subtitles" / "ep copy.srt").read_text() == ep[0].read_text()
@@ -125,11 +126,29 @@ def test_a_missing_input_keeps_its_finished_transcript(speech, cache_dir, tmp_pa
 
 def test_outputs_follow_the_umask(speech, cache_dir, tmp_path):
     out = tmp_path / "job"
-    script = ("import os, sys; os.umask(0o027); from pipeline.cli import main; "
-              "sys.argv = ['podscribe', *sys.argv[1:]]; main()")
+    script = (
+        "import os, sys; os.umask(0o027); from pipeline.cli import main; "
+        "sys.argv = ['podscribe', *sys.argv[1:]]; main()"
+    )
     env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-c", script, "transcribe", *TINY, "--subtitles", "srt", "--out",
-                             str(out), str(speech["jfk"])], capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "transcribe",
+            *TINY,
+            "--subtitles",
+            "srt",
+            "--out",
+            str(out),
+            str(speech["jfk"]),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     written = [p for p in out.rglob("*") if p.is_file() and p.name != ".lock"]
     assert len(written) >= 5
@@ -143,8 +162,9 @@ def test_a_fifo_among_the_inputs_is_a_failed_row_not_a_hang(speech, cache_dir, t
     fifo = tmp_path / "stream.mp3"
     os.mkfifo(fifo)
     out = tmp_path / "job"
-    result = podscribe("transcribe", *TINY, "--out", str(out), str(fifo), str(speech["jfk"]), cache_dir=cache_dir,
-                       timeout=300)
+    result = podscribe(
+        "transcribe", *TINY, "--out", str(out), str(fifo), str(speech["jfk"]), cache_dir=cache_dir, timeout=300
+    )
     assert result.returncode == 0 and "done: 1, failed: 1" in result.stdout
     failed = [r for r in files_rows(out).values() if r["status"] == "failed"]
     assert "FIFO" in failed[0]["error"] and failed[0]["path"] == str(fifo)
@@ -152,8 +172,18 @@ def test_a_fifo_among_the_inputs_is_a_failed_row_not_a_hang(speech, cache_dir, t
 
 def _start(out: Path, inputs: list[Path], cache_dir: Path, trace: Path, *extra: str, env: dict | None = None):
     full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PODSCRIBE_TRACE": str(trace), **(env or {})}
-    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *TINY, *extra, "--",
-           *map(str, inputs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "transcribe",
+        "--out",
+        str(out),
+        *TINY,
+        *extra,
+        "--",
+        *map(str, inputs),
+    ]
     return subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -190,8 +220,9 @@ def test_a_signal_stops_a_job_of_short_files_between_files(sig, code, clips, cac
 def test_names_ffmpeg_would_misread_work(speech, cache_dir, tmp_path):
     shutil.copy(speech["jfk"], tmp_path / "S01E01:Pilot.wav")
     shutil.copy(speech["left"], tmp_path / "-intro.wav")
-    result = podscribe("transcribe", *TINY, "--out", "job", "--", "S01E01:Pilot.wav", "-intro.wav",
-                       cache_dir=cache_dir, cwd=tmp_path)
+    result = podscribe(
+        "transcribe", *TINY, "--out", "job", "--", "S01E01:Pilot.wav", "-intro.wav", cache_dir=cache_dir, cwd=tmp_path
+    )
     assert result.returncode == 0 and "done: 2, failed: 0" in result.stdout, result.stderr
     status = podscribe("status", str(tmp_path / "job"), cache_dir=cache_dir)  # from another folder
     assert "2 done, 0 failed, 0 pending" in status.stdout, status.stdout
@@ -250,11 +281,13 @@ def test_a_damaged_checkpoint_is_dropped_and_its_pieces_decoded_again(speech, ti
     partial.write_bytes(b"PAR1 half a checkpoint")
     summary = run([str(speech["jfk"])], job_options(out), models=tiny_en_models)
     assert summary.done == 1 and summary.failed == 0
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("wall_s", "realtime_factor", "finished_at")}
-                          for r in rows]  # noqa: E731
+    strip = lambda rows: [
+        {k: v for k, v in r.items() if k not in ("wall_s", "realtime_factor", "finished_at")} for r in rows
+    ]  # noqa: E731
     for table in ("files", "segments"):
-        assert strip(ds.dataset(out / table).to_table().to_pylist()) == \
-            strip(ds.dataset(reference / table).to_table().to_pylist())
+        assert strip(ds.dataset(out / table).to_table().to_pylist()) == strip(
+            ds.dataset(reference / table).to_table().to_pylist()
+        )
 
 
 @pytest.mark.parametrize("damage", ["garbage", "not an object", "deleted"])
@@ -267,8 +300,9 @@ def test_a_lost_job_json_is_rebuilt_when_the_results_match_and_refused_when_not(
         job_json.write_text("{ half" if damage == "garbage" else "[1, 2]")
     status = podscribe("status", str(out), cache_dir=cache_dir)
     assert status.returncode == 0 and "Traceback" not in status.stderr and "2 done" in status.stdout
-    other = podscribe("transcribe", *TINY, "--language", "en", "--out", str(out), *map(str, inputs),
-                      cache_dir=cache_dir)
+    other = podscribe(
+        "transcribe", *TINY, "--language", "en", "--out", str(out), *map(str, inputs), cache_dir=cache_dir
+    )
     assert other.returncode == EXIT_CONFIG_CHANGED and "another configuration" in other.stderr, other.stderr
     same = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
     assert same.returncode == 0 and "already done: 2" in same.stdout, same.stderr
@@ -285,13 +319,25 @@ def test_bad_arguments_answer_at_once_with_exit_2_and_leave_nothing(speech, cach
     job.write_text(f'inputs = ["{speech["jfk"]}"]\nsubtitles = [1]\nout = "{tmp_path / "j"}"\n')
     cases = {
         "out under a file": ["transcribe", "--out", str(afile / "job"), str(speech["jfk"])],
-        "log file in a missing folder": ["transcribe", "--out", str(tmp_path / "j"), "--log-file",
-                                         str(tmp_path / "nope" / "log.txt"), str(speech["jfk"])],
+        "log file in a missing folder": [
+            "transcribe",
+            "--out",
+            str(tmp_path / "j"),
+            "--log-file",
+            str(tmp_path / "nope" / "log.txt"),
+            str(speech["jfk"]),
+        ],
         "dtype": ["transcribe", "--dtype", "foo", "--out", str(tmp_path / "j"), str(speech["jfk"])],
         "device": ["transcribe", "--device", "foo", "--out", str(tmp_path / "j"), str(speech["jfk"])],
         "subtitles in a job file": ["run", str(job)],
-        "unknown model": ["transcribe", "--model", "someone/no-such-whisper", "--out", str(tmp_path / "j"),
-                          str(speech["jfk"])],
+        "unknown model": [
+            "transcribe",
+            "--model",
+            "someone/no-such-whisper",
+            "--out",
+            str(tmp_path / "j"),
+            str(speech["jfk"]),
+        ],
     }
     for name, args in cases.items():
         result = podscribe(*args, cache_dir=cache_dir, timeout=120)
@@ -315,8 +361,10 @@ def tmpfs(tmp_path):
     def mount(name: str, options: str) -> Path:
         where = tmp_path / name
         where.mkdir()
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
-                          capture_output=True).returncode != 0:
+        if (
+            subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True).returncode
+            != 0
+        ):
             pytest.skip("cannot mount a tmpfs here (needs root)")
         mounted.append(where)
         return where
@@ -364,8 +412,7 @@ def test_truncated_files_keep_what_decodes_and_say_so(speech, cache_dir, tmp_pat
         data = whole.read_bytes()
         (tmp_path / name).write_bytes(data[: len(data) // 2 + 101])
     out = tmp_path / "job"
-    result = podscribe("transcribe", *TINY, "--out", str(out), *(str(tmp_path / n) for n in made),
-                       cache_dir=cache_dir)
+    result = podscribe("transcribe", *TINY, "--out", str(out), *(str(tmp_path / n) for n in made), cache_dir=cache_dir)
     assert result.returncode == 0 and f"done: {len(made)}, failed: 0" in result.stdout, result.stderr
     whole_s = audio.probe(speech["libri"]).duration_s
     for row in files_rows(out).values():
@@ -377,8 +424,21 @@ def test_truncated_files_keep_what_decodes_and_say_so(speech, cache_dir, tmp_pat
 
 def test_a_second_audio_stream_is_named_in_a_warning(speech, cache_dir, tmp_path):
     mp4 = tmp_path / "two tracks.mp4"
-    ffmpeg("-i", str(speech["jfk"]), "-i", str(speech["left"]), "-map", "0:a", "-map", "1:a", "-c:a", "aac",
-           "-metadata:s:a:1", "language=deu", str(mp4))
+    ffmpeg(
+        "-i",
+        str(speech["jfk"]),
+        "-i",
+        str(speech["left"]),
+        "-map",
+        "0:a",
+        "-map",
+        "1:a",
+        "-c:a",
+        "aac",
+        "-metadata:s:a:1",
+        "language=deu",
+        str(mp4),
+    )
     out = tmp_path / "job"
     result = podscribe("transcribe", *TINY, "--out", str(out), str(mp4), cache_dir=cache_dir)
     assert result.returncode == 0, result.stderr
@@ -415,19 +475,51 @@ def test_a_job_dir_from_before_whole_content_ids_keeps_its_results(speech, tiny_
 
 def test_a_second_signal_stops_at_once_and_the_job_still_resumes(speech, cache_dir, tmp_path):
     long = tmp_path / "long.wav"
-    ffmpeg("-i", str(speech["jfk"]), "-i", str(speech["libri"]), "-i", str(speech["left"]), "-filter_complex",
-           "concat=n=3:v=0:a=1", str(long))
+    ffmpeg(
+        "-i",
+        str(speech["jfk"]),
+        "-i",
+        str(speech["libri"]),
+        "-i",
+        str(speech["left"]),
+        "-filter_complex",
+        "concat=n=3:v=0:a=1",
+        str(long),
+    )
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
-    proc = _start(out, [long], cache_dir, trace, "--batch-size", "1", "--min-piece", "3", "--max-piece", "6",
-                  env={"PODSCRIBE_STOP_GRACE_S": "600"})
+    proc = _start(
+        out,
+        [long],
+        cache_dir,
+        trace,
+        "--batch-size",
+        "1",
+        "--min-piece",
+        "3",
+        "--max-piece",
+        "6",
+        env={"PODSCRIBE_STOP_GRACE_S": "600"},
+    )
     _wait_for_trace(proc, trace)
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_SIGTERM and "Traceback" not in stderr, stderr
     assert not list(out.rglob("*.tmp"))
-    again = podscribe("transcribe", *TINY, "--batch-size", "1", "--min-piece", "3", "--max-piece", "6", "--out",
-                      str(out), str(long), cache_dir=cache_dir)
+    again = podscribe(
+        "transcribe",
+        *TINY,
+        "--batch-size",
+        "1",
+        "--min-piece",
+        "3",
+        "--max-piece",
+        "6",
+        "--out",
+        str(out),
+        str(long),
+        cache_dir=cache_dir,
+    )
     assert again.returncode == 0 and "done: 1" in again.stdout, again.stderr
 
 

@@ -73,12 +73,17 @@ def _row(end: datetime, wall_s: float, audio_s: float, worker: str) -> dict:
 
 def test_two_workers_double_the_job_rate_and_halve_the_eta():
     t0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    rows = [_row(t0 + timedelta(seconds=100), 100, 1000, "a:1"), _row(t0 + timedelta(seconds=200), 100, 1000, "a:1"),
-            _row(t0 + timedelta(seconds=110), 110, 1100, "b:2"), _row(t0 + timedelta(seconds=200), 90, 900, "b:2")]
+    rows = [
+        _row(t0 + timedelta(seconds=100), 100, 1000, "a:1"),
+        _row(t0 + timedelta(seconds=200), 100, 1000, "a:1"),
+        _row(t0 + timedelta(seconds=110), 110, 1100, "b:2"),
+        _row(t0 + timedelta(seconds=200), 90, 900, "b:2"),
+    ]
     assert busy_seconds(rows) == 200  # the union of the decode intervals, not their sum (400)
     assert busy_seconds([_row(t0, 10, 1, "a"), _row(t0 + timedelta(seconds=30), 10, 1, "a")]) == 20  # a gap
-    st = JobStatus(root=REPO, audio_done_s=4000, wall_s=400, busy_s=busy_seconds(rows), audio_left_s=4000,
-                   workers_active=2)
+    st = JobStatus(
+        root=REPO, audio_done_s=4000, wall_s=400, busy_s=busy_seconds(rows), audio_left_s=4000, workers_active=2
+    )
     assert st.throughput == pytest.approx(10.0) and st.job_throughput == pytest.approx(20.0)
     assert st.eta_s == pytest.approx(200.0), "two workers at 10x each finish 4000 s of audio in 200 s"
     st.workers_active = 0
@@ -119,8 +124,9 @@ def _wait_for_two_decoders(procs, trace, timeout: float = 180) -> set[str]:
     raise AssertionError("two workers never decoded at the same time")
 
 
-def test_workers_option_decodes_every_piece_once_and_equals_a_single_process_run(small_archive, small_reference, cache_dir,
-                                                                                 tmp_path):
+def test_workers_option_decodes_every_piece_once_and_equals_a_single_process_run(
+    small_archive, small_reference, cache_dir, tmp_path
+):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     code, stdout, stderr = finish(start(out, small_archive, cache_dir, trace, "--workers", "2"))
     assert code == 0 and "done: 3, failed: 0" in stdout, stdout + stderr
@@ -131,8 +137,9 @@ def test_workers_option_decodes_every_piece_once_and_equals_a_single_process_run
     first_claim = next(x for x in lines(trace, claims=True) if x.startswith("claimed")).split()[1]
     assert first_claim == identify(small_archive[0])[0].file_id, "the longest file goes first"
     assert close(tables(out), small_reference)
-    assert {r["worker"].split(":")[1] for r in ds.dataset(out / "files").to_table().to_pylist()} == \
-        {pids[0] for pids in decoders.values()}, "files rows name the worker that wrote them"
+    assert {r["worker"].split(":")[1] for r in ds.dataset(out / "files").to_table().to_pylist()} == {
+        pids[0] for pids in decoders.values()
+    }, "files rows name the worker that wrote them"
 
 
 def test_sigterm_to_a_workers_run_stops_every_worker_after_its_batch_in_hand(small_archive, cache_dir, tmp_path):
@@ -150,7 +157,9 @@ def test_sigterm_to_a_workers_run_stops_every_worker_after_its_batch_in_hand(sma
     assert not workers.live_workers(out), "a worker outlived the run"
 
 
-def test_a_worker_killed_mid_file_loses_nothing_while_another_goes_on(small_archive, small_reference, cache_dir, tmp_path):
+def test_a_worker_killed_mid_file_loses_nothing_while_another_goes_on(
+    small_archive, small_reference, cache_dir, tmp_path
+):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     procs = [start(out, small_archive, cache_dir, trace) for _ in range(2)]  # two runs of one job: two workers
     pids = _wait_for_two_decoders(procs, trace)
@@ -195,9 +204,28 @@ def test_a_file_that_kills_its_worker_every_time_becomes_a_failed_row(small_arch
 def test_accelerate_launch_runs_ranks_as_workers_of_one_job(small_archive, small_reference, cache_dir, tmp_path):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PODSCRIBE_TRACE": str(trace)}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "-m", "pipeline.cli", "transcribe", "--out", str(out), *JOB_ARGS, "--", *map(str, small_archive)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "pipeline.cli",
+        "transcribe",
+        "--out",
+        str(out),
+        *JOB_ARGS,
+        "--",
+        *map(str, small_archive),
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     decoders = _decoders(trace)

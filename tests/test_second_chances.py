@@ -14,8 +14,8 @@ import re
 import numpy as np
 import pyarrow.dataset as ds
 import pytest
-from helpers import with_assistant, write_wav
 
+from helpers import with_assistant, write_wav
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.models.load import quantized_self_draft
@@ -72,13 +72,18 @@ def test_a_quiet_second_voice_dropped_by_greedy_is_recovered_and_recorded(base_m
         out = tmp_path / name
         options = JobOptions(out_dir=out, progress=False, decode=DecodeOptions(language="en", coverage=coverage))
         assert run([str(path)], options, models=base_models).done == 1
-        runs[name] = (ds.dataset(out / "segments").to_table().to_pylist(), ds.dataset(out / "pieces").to_table().to_pylist())
+        runs[name] = (
+            ds.dataset(out / "segments").to_table().to_pylist(),
+            ds.dataset(out / "pieces").to_table().to_pylist(),
+        )
     greedy_text = " ".join(s["text"] for s in runs["greedy"][0])
     assert _recall(first, greedy_text) > 0.9 and _recall(second, greedy_text) < 0.4  # the construction still fails
     segments, pieces = runs["covered"]
     text = " ".join(s["text"] for s in segments)
     assert _recall(first, text) > 0.9 and _recall(second, text) > 0.8
-    assert any(s["start_s"] >= lo - 0.5 and s["end_s"] <= hi + 0.5 and _recall(s["text"], second) > 0.8 for s in segments)
+    assert any(
+        s["start_s"] >= lo - 0.5 and s["end_s"] <= hi + 0.5 and _recall(s["text"], second) > 0.8 for s in segments
+    )
     (piece,) = pieces
     (redecode,) = [d for d in piece["redecodes"] if d["tokens"]]
     assert redecode["reason"] == "uncovered speech"
@@ -86,8 +91,10 @@ def test_a_quiet_second_voice_dropped_by_greedy_is_recovered_and_recorded(base_m
     assert not runs["greedy"][1][0]["redecodes"]
     (row,) = ds.dataset(tmp_path / "covered" / "files").to_table().to_pylist()
     assert row["n_redecodes"] == len(piece["redecodes"]) and row["recovered_tokens"] == len(redecode["tokens"])
-    assert f"second chances: {row['n_redecodes']} re-decodes brought {row['recovered_tokens']} tokens" in \
-        job_status(tmp_path / "covered").render()
+    assert (
+        f"second chances: {row['n_redecodes']} re-decodes brought {row['recovered_tokens']} tokens"
+        in job_status(tmp_path / "covered").render()
+    )
 
 
 def test_a_looping_piece_is_decoded_again_and_keeps_its_words(tiny_en_models, noisy_loop):
@@ -97,19 +104,28 @@ def test_a_looping_piece_is_decoded_again_and_keeps_its_words(tiny_en_models, no
     (kept,) = Transcriber(tiny_en_models, DecodeOptions(coverage=False)).transcribe([samples])
     assert kept.compression_ratio <= 2.4
     attempts = [d for d in kept.redecodes if d.reason.startswith("fallback: compression ratio")]
-    assert attempts and attempts[0].reason.startswith(f"fallback: compression ratio {greedy.compression_ratio:.2f}; beam 5")
-    assert [t for t in kept.tokens if t < tiny_en_models.main.generation_config.eos_token_id] == \
-        [d for d in attempts if d.tokens][-1].tokens  # the last better attempt is what the piece holds
+    assert attempts and attempts[0].reason.startswith(
+        f"fallback: compression ratio {greedy.compression_ratio:.2f}; beam 5"
+    )
+    assert [t for t in kept.tokens if t < tiny_en_models.main.generation_config.eos_token_id] == [
+        d for d in attempts if d.tokens
+    ][-1].tokens  # the last better attempt is what the piece holds
     greedy_text, kept_text = (" ".join(s.text for s in r.segments) for r in (greedy, kept))
     assert _recall(reference, kept_text) > _recall(reference, greedy_text)  # more of the speech, not less
     assert len(set(_words(kept_text))) > len(set(_words(greedy_text)))
 
 
 def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
-        tiny_en_models, base_models, base_self_int8, quiet_caller, noisy_loop):
-    pairs = [(base_models, base_self_int8, [quiet_caller[0]]),
-             (tiny_en_models, with_assistant(tiny_en_models, quantized_self_draft(tiny_en_models.main), "self-int8"),
-              [noisy_loop[0], quiet_caller[0]])]
+    tiny_en_models, base_models, base_self_int8, quiet_caller, noisy_loop
+):
+    pairs = [
+        (base_models, base_self_int8, [quiet_caller[0]]),
+        (
+            tiny_en_models,
+            with_assistant(tiny_en_models, quantized_self_draft(tiny_en_models.main), "self-int8"),
+            [noisy_loop[0], quiet_caller[0]],
+        ),
+    ]
     for plain_models, speculative_models, pieces in pairs:
         plain = Transcriber(plain_models, DecodeOptions(language="en"), use_assistant=False).transcribe(pieces)
         speculative = Transcriber(speculative_models, DecodeOptions(language="en", batch_size=2)).transcribe(pieces)
@@ -117,6 +133,9 @@ def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
         assert any(r.redecodes for r in plain)
         for p, s in zip(plain, speculative):
             assert p.tokens == s.tokens
-            assert [(d.start_s, d.end_s, d.reason, d.tokens) for d in p.redecodes] == \
-                [(d.start_s, d.end_s, d.reason, d.tokens) for d in s.redecodes]
-            assert [(g.start_s, g.end_s, g.text) for g in p.segments] == [(g.start_s, g.end_s, g.text) for g in s.segments]
+            assert [(d.start_s, d.end_s, d.reason, d.tokens) for d in p.redecodes] == [
+                (d.start_s, d.end_s, d.reason, d.tokens) for d in s.redecodes
+            ]
+            assert [(g.start_s, g.end_s, g.text) for g in p.segments] == [
+                (g.start_s, g.end_s, g.text) for g in s.segments
+            ]

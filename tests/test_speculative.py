@@ -12,13 +12,13 @@ import copy
 import numpy as np
 import pytest
 import torch
-from helpers import perturbed_draft, tiny_random_models, with_assistant
 from transformers.generation.logits_process import (
     SuppressTokensAtBeginLogitsProcessor,
     SuppressTokensLogitsProcessor,
     WhisperTimeStampLogitsProcessor,
 )
 
+from helpers import perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode.generate import Generator
 from pipeline.decode.kv_cache import KVCacheDecoder
@@ -42,8 +42,9 @@ def pieces(english_human) -> list[np.ndarray]:
 
 
 def _features(models, pieces) -> torch.Tensor:
-    return models.processor.feature_extractor(pieces, sampling_rate=audio.SAMPLE_RATE,
-                                              return_tensors="pt").input_features
+    return models.processor.feature_extractor(
+        pieces, sampling_rate=audio.SAMPLE_RATE, return_tensors="pt"
+    ).input_features
 
 
 def _ours(models, features, timestamps: bool, batch_size: int, use_assistant: bool = True):
@@ -74,8 +75,6 @@ def _check(models, features, reference, timestamps: bool, label: str, sizes=BATC
     return ours
 
 
-
-
 # -- the rules ---------------------------------------------------------------------
 
 
@@ -90,8 +89,10 @@ def test_rules_equal_transformers_processors(base_models):
         if not timestamps:
             prompt.append(gen.no_timestamps_token_id)
         rules = WhisperRules(gen, vocab, timestamps, "cpu")
-        processors = [SuppressTokensAtBeginLogitsProcessor(gen.begin_suppress_tokens, len(prompt)),
-                      SuppressTokensLogitsProcessor(gen.suppress_tokens)]
+        processors = [
+            SuppressTokensAtBeginLogitsProcessor(gen.begin_suppress_tokens, len(prompt)),
+            SuppressTokensLogitsProcessor(gen.suppress_tokens),
+        ]
         if timestamps:
             processors.append(WhisperTimeStampLogitsProcessor(gen, len(prompt)))
         for length in range(12):
@@ -101,10 +102,17 @@ def test_rules_equal_transformers_processors(base_models):
                 seq = []
                 for _ in range(length):
                     pick = rng.random()
-                    seq.append(int(rng.integers(0, 1000)) if pick < 0.5 else
-                               ts_begin if pick < 0.55 else
-                               (seq[-1] if seq and seq[-1] >= ts_begin and pick < 0.75 else
-                                int(ts_begin + rng.integers(0, 1500))))
+                    seq.append(
+                        int(rng.integers(0, 1000))
+                        if pick < 0.5
+                        else ts_begin
+                        if pick < 0.55
+                        else (
+                            seq[-1]
+                            if seq and seq[-1] >= ts_begin and pick < 0.75
+                            else int(ts_begin + rng.integers(0, 1500))
+                        )
+                    )
                 seqs.append(seq)
             ids = torch.tensor([prompt + s for s in seqs]).reshape(rows, len(prompt) + length)
             logits = torch.randn(rows, vocab) * 3
@@ -157,8 +165,11 @@ def test_tiny_random_pairs(seed, timestamps, base_models, pieces):
     main.main.generation_config.max_length = 60
     features = _features(main, pieces)
     reference = hf_generate(main.main, features, ["en"] * len(pieces), timestamps)
-    drafts = [("decoder-only", perturbed_draft(main.main, seed)), ("self-int8", quantized_self_draft(main.main)),
-              ("seq2seq", tiny_random_models(base_models, 100 + seed, d_model=32).main)]
+    drafts = [
+        ("decoder-only", perturbed_draft(main.main, seed)),
+        ("self-int8", quantized_self_draft(main.main)),
+        ("seq2seq", tiny_random_models(base_models, 100 + seed, d_model=32).main),
+    ]
     _check(main, features, reference, timestamps, f"seed {seed} main alone", sizes=(1, 8))
     for name, draft in drafts:
         _check(with_assistant(main, draft, name), features, reference, timestamps, f"seed {seed} {name}")
@@ -170,8 +181,14 @@ def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_models, piec
     main = tiny_random_models(base_models, 4)
     features = _features(main, pieces[:3])
     reference = hf_generate(main.main, features, ["en"] * 3, timestamps)
-    ours = _check(with_assistant(main, quantized_self_draft(main.main), "self-int8"), features, reference,
-                  timestamps, "448 limit", sizes=(1, 3))
+    ours = _check(
+        with_assistant(main, quantized_self_draft(main.main), "self-int8"),
+        features,
+        reference,
+        timestamps,
+        "448 limit",
+        sizes=(1, 3),
+    )
     generated = [g.stats.main_calls + g.stats.accepted for g in ours]  # each main call adds one token of its own
     assert max(generated) >= 440, "expected rows that run to the limit"
 
@@ -248,15 +265,28 @@ def test_transformers_asr_pipeline_routed_through_podscribe(base_models, base_se
     from pipeline.decode.hf_asr import asr_pipeline
 
     ours = asr_pipeline(base_models)
-    reference = hf_pipeline("automatic-speech-recognition", model=base_models.main, tokenizer=ours.tokenizer,
-                            feature_extractor=base_models.processor.feature_extractor, device="cpu")
+    reference = hf_pipeline(
+        "automatic-speech-recognition",
+        model=base_models.main,
+        tokenizer=ours.tokenizer,
+        feature_extractor=base_models.processor.feature_extractor,
+        device="cpu",
+    )
     inputs = [{"raw": p, "sampling_rate": audio.SAMPLE_RATE} for p in pieces[:5]]
-    expected = reference([dict(i) for i in inputs], batch_size=1, return_timestamps=True,
-                         generate_kwargs={"language": "en", "num_beams": 1})
+    expected = reference(
+        [dict(i) for i in inputs],
+        batch_size=1,
+        return_timestamps=True,
+        generate_kwargs={"language": "en", "num_beams": 1},
+    )
     assert all(e["chunks"] for e in expected)
     for size in (1, 4):
-        got = ours([dict(i) for i in inputs], batch_size=size, return_timestamps=True,
-                   generate_kwargs={"language": "en", "assistant_model": base_self_int8.assistant})
+        got = ours(
+            [dict(i) for i in inputs],
+            batch_size=size,
+            return_timestamps=True,
+            generate_kwargs={"language": "en", "assistant_model": base_self_int8.assistant},
+        )
         assert got == expected, f"batch {size}"
         assert sum(s.drafted for s in ours.model.generate.last_stats) > 0, "the assistant never ran"
     detected = ours([dict(i) for i in inputs], batch_size=4, return_timestamps=True)  # language detected: en
@@ -279,13 +309,18 @@ def test_jobs_record_speculative_stats_and_the_auto_choice(base_models, base_sel
 
     def job(models, name):
         out = tmp_path / name
-        summary = run(inputs, JobOptions(out_dir=out, decode=DecodeOptions(language="en", batch_size=2),
-                                         progress=False), models=models)
+        summary = run(
+            inputs,
+            JobOptions(out_dir=out, decode=DecodeOptions(language="en", batch_size=2), progress=False),
+            models=models,
+        )
         assert summary.done == 3
         files = ds.dataset(out / "files").to_table().to_pylist()
         pieces = ds.dataset(out / "pieces").to_table().to_pylist()
-        segments = sorted((r["path"], r["segment"], r["start_s"], r["end_s"], r["text"])
-                          for r in ds.dataset(out / "segments").to_table().to_pylist())
+        segments = sorted(
+            (r["path"], r["segment"], r["start_s"], r["end_s"], r["text"])
+            for r in ds.dataset(out / "segments").to_table().to_pylist()
+        )
         return files, pieces, segments
 
     plain_files, plain_pieces, plain_segments = job(base_models, "plain")

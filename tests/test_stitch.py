@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from pipeline.audio import Piece
 from pipeline.decode import drop_repeats
 from pipeline.records import PieceResult, RawSegment
@@ -21,8 +20,10 @@ def _result(*segs) -> PieceResult:
 
 def test_shifted_to_episode_time_ordered_and_clamped():
     pieces = [_piece(1, 20.0, 25.0), _piece(0, 0.0, 20.0)]  # out of order on purpose
-    results = [_result((0.0, 5.0, "third"), (5.0, 40.0, "runs past its piece")),
-               _result((0.0, 8.0, "first"), (7.0, 21.0, "overlaps and overruns"))]
+    results = [
+        _result((0.0, 5.0, "third"), (5.0, 40.0, "runs past its piece")),
+        _result((0.0, 8.0, "first"), (7.0, 21.0, "overlaps and overruns")),
+    ]
     segs = stitch(pieces, results, duration_s=44.0)
     assert [s.text for s in segs] == ["first", "overlaps and overruns", "third", "runs past its piece"]
     assert [s.index for s in segs] == [0, 1, 2, 3]

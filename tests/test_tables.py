@@ -16,17 +16,25 @@ from pipeline.stitch import stitch
 PIECE = Piece(3, 90 * SAMPLE_RATE, None, 17 * SAMPLE_RATE)
 RESULT = PieceResult(
     tokens=[50364, 440, 1627, 50464, 50514, 286, 50600],
-    segments=[RawSegment(0.0, 2.0, " The cat", 2, [Word(" The", 0.0, 0.4, 0.9), Word(" cat", 0.4, 2.0, 0.8)], [440, 1627]),
-              RawSegment(3.0, 4.72, " I", 1, [Word(" I", 3.0, 4.72, 0.7)], [286])],
-    language="en", no_speech_prob=0.01, avg_logprob=-0.3, compression_ratio=1.1, skipped=None,
-    speech=[(0.0, 2.1), (2.9, 4.8)], stats=DecodeStats(main_calls=5, draft_calls=9, drafted=9, accepted=6, passes=1),
-    redecodes=[Redecode(2.0, 3.0, "uncovered speech", [286])])
+    segments=[
+        RawSegment(0.0, 2.0, " The cat", 2, [Word(" The", 0.0, 0.4, 0.9), Word(" cat", 0.4, 2.0, 0.8)], [440, 1627]),
+        RawSegment(3.0, 4.72, " I", 1, [Word(" I", 3.0, 4.72, 0.7)], [286]),
+    ],
+    language="en",
+    no_speech_prob=0.01,
+    avg_logprob=-0.3,
+    compression_ratio=1.1,
+    skipped=None,
+    speech=[(0.0, 2.1), (2.9, 4.8)],
+    stats=DecodeStats(main_calls=5, draft_calls=9, drafted=9, accepted=6, passes=1),
+    redecodes=[Redecode(2.0, 3.0, "uncovered speech", [286])],
+)
 IN_MEMORY_ONLY = {"speech"}  # VAD spans: the coverage check's input, not a result
 
 
 def _check(rows: list[dict], schema: pa.Schema) -> None:
     for row in rows:
-        assert set(row) == set(schema.names), (set(row) ^ set(schema.names))
+        assert set(row) == set(schema.names), set(row) ^ set(schema.names)
     pa.Table.from_pylist(rows, schema=schema)  # every value has its column's type
 
 
@@ -45,8 +53,9 @@ def test_a_checkpointed_piece_reads_back_as_the_record_it_was_written_from():
     kept = {f.name for f in fields(PieceResult)} - IN_MEMORY_ONLY
     for name in kept - {"segments", "no_speech_prob", "avg_logprob", "compression_ratio"}:
         assert getattr(back, name) == getattr(RESULT, name), name
-    assert [(s.start_s, s.end_s, s.text, s.n_tokens, [w.word for w in s.words]) for s in back.segments] == \
-        [(s.start_s, s.end_s, s.text, s.n_tokens, [w.word for w in s.words]) for s in RESULT.segments]
+    assert [(s.start_s, s.end_s, s.text, s.n_tokens, [w.word for w in s.words]) for s in back.segments] == [
+        (s.start_s, s.end_s, s.text, s.n_tokens, [w.word for w in s.words]) for s in RESULT.segments
+    ]
     assert abs(back.avg_logprob - RESULT.avg_logprob) < 1e-6
 
 
@@ -62,11 +71,22 @@ def test_segments_and_files_rows_have_every_column():
     assert all(isinstance(s, Segment) for s in segments)
     flags = {s.index: tables.segment_flags(RESULT, "de", _options()) for s in segments}
     _check(tables.segment_rows("f1", Path("/a.mp3"), segments, {PIECE.index: RESULT}, flags), tables.SEGMENTS_SCHEMA)
-    identity = tables.file_identity("f1", Path("/a.mp3"), ["/a.mp3"], 10, 1.5,
-                                    {"model": "base", "model_sha256": "x", "assistant": None, "runtime": "cpu"},
-                                    "hash", "host:1")
-    done = tables.file_closed({**identity, **tables.file_done(107.0, [(PIECE, RESULT)], segments, [], flags)},
-                              12.0, "2026-12-01T00:00:00+00:00", "plain")
+    identity = tables.file_identity(
+        "f1",
+        Path("/a.mp3"),
+        ["/a.mp3"],
+        10,
+        1.5,
+        {"model": "base", "model_sha256": "x", "assistant": None, "runtime": "cpu"},
+        "hash",
+        "host:1",
+    )
+    done = tables.file_closed(
+        {**identity, **tables.file_done(107.0, [(PIECE, RESULT)], segments, [], flags)},
+        12.0,
+        "2026-12-01T00:00:00+00:00",
+        "plain",
+    )
     _check([done], tables.FILES_SCHEMA)
     assert (done["drafted"], done["n_flagged"], done["recovered_tokens"], done["realtime_factor"]) == (9, 2, 1, 8.917)
     failed = tables.file_closed({**identity, **tables.file_failed("bad")}, 1.0, "now", "plain")

@@ -31,8 +31,11 @@ class Choice:
     timings: dict[str, float] = field(default_factory=dict)  # mode -> seconds for the calibration pieces
 
     def describe(self) -> str:
-        mode = f"speculative ({self.assistant}), batch {self.batch_size}" if self.speculative \
+        mode = (
+            f"speculative ({self.assistant}), batch {self.batch_size}"
+            if self.speculative
             else f"plain, batch {self.batch_size}"
+        )
         if not self.timings:
             return mode
         measured = ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items())
@@ -40,16 +43,26 @@ class Choice:
 
 
 @torch.inference_mode()
-def calibrate(plain: Generator, speculative: Generator, features: torch.Tensor, encoded: torch.Tensor,
-              prompts: list[list[int]], batch_size: int, assistant: str | None, draft_features=None,
-              margin: float = 0.05) -> Choice:
+def calibrate(
+    plain: Generator,
+    speculative: Generator,
+    features: torch.Tensor,
+    encoded: torch.Tensor,
+    prompts: list[list[int]],
+    batch_size: int,
+    assistant: str | None,
+    draft_features=None,
+    margin: float = 0.05,
+) -> Choice:
     """Time each mode on these pieces (already through the encoder); the fastest identical mode wins."""
+
     def run(generator: Generator, size: int) -> float:
         start = time.perf_counter()
         for i in range(0, features.shape[0], size):
             part = slice(i, i + size)
-            generator.generate(features[part], prompts[part], encoded[part],
-                               None if draft_features is None else draft_features[part])
+            generator.generate(
+                features[part], prompts[part], encoded[part], None if draft_features is None else draft_features[part]
+            )
         return time.perf_counter() - start
 
     rows = features.shape[0]

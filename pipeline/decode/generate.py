@@ -39,7 +39,6 @@ from .rules import WhisperRules
 from .speculative import DraftPolicy, greedy
 
 
-
 @dataclass
 class Generated:
     tokens: list[int]  # all passes' segment tokens (transformers' ``sequences`` row), no end-of-text
@@ -48,13 +47,15 @@ class Generated:
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
 
 
-def context_tokens(tokenizer, prev_sot: int, eot: int, initial_prompt: str | None, hotwords: str | None,
-                   max_text: int = 223) -> list[int]:
+def context_tokens(
+    tokenizer, prev_sot: int, eot: int, initial_prompt: str | None, hotwords: str | None, max_text: int = 223
+) -> list[int]:
     """The previous-text context before ``<|startoftranscript|>``: ``<|startofprev|>`` then the text
     tokens of ``" " + hotwords.strip()`` and of ``" " + initial_prompt.strip()`` (faster-whisper's
     ``get_prompt`` order; a prompt alone gives transformers' ``get_prompt_ids``). At most ``max_text``
     text tokens (openai-whisper's n_ctx // 2 - 1): the first of the hotwords, then the last of the
     prompt. Empty when neither is given."""
+
     def encode(text: str) -> list[int]:
         ids = tokenizer.encode(" " + text.strip(), add_special_tokens=False)
         special = [t for t in ids if t >= eot]
@@ -66,7 +67,7 @@ def context_tokens(tokenizer, prev_sot: int, eot: int, initial_prompt: str | Non
     hot = encode(hotwords)[:max_text] if hotwords and hotwords.strip() else []
     room = max_text - len(hot)
     prompt = encode(initial_prompt) if initial_prompt and initial_prompt.strip() else []
-    prompt = prompt[len(prompt) - room:] if len(prompt) > room else prompt
+    prompt = prompt[len(prompt) - room :] if len(prompt) > room else prompt
     text = hot + prompt
     return [prev_sot, *text] if text else []
 
@@ -78,7 +79,11 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
     cuts = [i + 1 for i in range(len(is_ts) - 1) if is_ts[i] and is_ts[i + 1]]
     if not cuts:  # one segment: up to the last timestamp if any (but <|0.00|>), else the whole window
         stamps = [t for t, ts in zip(seq, is_ts) if ts]
-        last = stamps[-1] - ts_begin if stamps and stamps[-1] != ts_begin else int(window_frames * MEL_FRAME_S / TIMESTAMP_S)
+        last = (
+            stamps[-1] - ts_begin
+            if stamps and stamps[-1] != ts_begin
+            else int(window_frames * MEL_FRAME_S / TIMESTAMP_S)
+        )
         return [{"start": offset_s, "end": offset_s + last * TIMESTAMP_S, "tokens": seq}], window_frames
     if single_ending:
         cuts.append(len(seq))
@@ -88,8 +93,13 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
     for i, cut in enumerate(cuts):
         part = seq[begin:cut]
         end_index = -1 if i < len(cuts) - 1 or single_ending else -2
-        segments.append({"start": offset_s + (part[0] - ts_begin) * TIMESTAMP_S,
-                         "end": offset_s + (part[end_index] - ts_begin) * TIMESTAMP_S, "tokens": part})
+        segments.append(
+            {
+                "start": offset_s + (part[0] - ts_begin) * TIMESTAMP_S,
+                "end": offset_s + (part[end_index] - ts_begin) * TIMESTAMP_S,
+                "tokens": part,
+            }
+        )
         begin = cut
     if single_ending:
         return segments, window_frames
@@ -97,8 +107,9 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
 
 
 class Generator:
-    def __init__(self, models: Models, timestamps: bool = True, use_assistant: bool = True,
-                 policy: DraftPolicy | None = None):
+    def __init__(
+        self, models: Models, timestamps: bool = True, use_assistant: bool = True, policy: DraftPolicy | None = None
+    ):
         self.models = models
         main = models.main
         self.gen = main.generation_config
@@ -127,8 +138,9 @@ class Generator:
     def context(self, initial_prompt: str | None, hotwords: str | None) -> list[int]:
         """The previous-text tokens for this model's tokenizer (see ``context_tokens``)."""
         tokens = self.models.tokens
-        return context_tokens(self.models.tokenizer, tokens.prev_sot, tokens.eot, initial_prompt, hotwords,
-                              self.max_positions // 2 - 1)
+        return context_tokens(
+            self.models.tokenizer, tokens.prev_sot, tokens.eot, initial_prompt, hotwords, self.max_positions // 2 - 1
+        )
 
     def prompt(self, language: str | None, task: str = "transcribe", context: list[int] = ()) -> list[int]:
         """The decoder's start: ``context`` (``<|startofprev|>`` + text, or nothing), then
@@ -136,8 +148,13 @@ class Generator:
         return self.models.tokens.prompt(language, task, self.timestamps, context)
 
     @torch.inference_mode()
-    def generate(self, features: torch.Tensor, prompts: list[list[int]], encoded: torch.Tensor | None = None,
-                 draft_features: torch.Tensor | None = None) -> list[Generated]:
+    def generate(
+        self,
+        features: torch.Tensor,
+        prompts: list[list[int]],
+        encoded: torch.Tensor | None = None,
+        draft_features: torch.Tensor | None = None,
+    ) -> list[Generated]:
         """Decode rows of 3000-frame features. ``encoded``: the main encoder's output for them, if at hand."""
         rows = features.shape[0]
         out = [Generated([], []) for _ in range(rows)]
@@ -155,8 +172,9 @@ class Generator:
             enc = encoded if first and encoded is not None else self.models.main.get_encoder()(feats).last_hidden_state
             self.main.start(enc, limit + self.policy.max_draft + 2)
             if self.draft is not None:
-                self.draft.start(self._draft_encoded(feats, draft_features, pending, seek, enc),
-                                 limit + self.policy.max_draft + 2)
+                self.draft.start(
+                    self._draft_encoded(feats, draft_features, pending, seek, enc), limit + self.policy.max_draft + 2
+                )
             ids = torch.tensor([prompts[b] for b in pending], device=features.device)
             decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy)
             self.main.release()
@@ -165,7 +183,9 @@ class Generator:
             still = []
             for j, b in enumerate(pending):
                 window = min(self.window, features.shape[-1] - seek[b])
-                segs, moved = split_segments(decoded.tokens[j], self.rules.ts_begin, seek[b] * TIMESTAMP_S / ENCODER_STRIDE, window)
+                segs, moved = split_segments(
+                    decoded.tokens[j], self.rules.ts_begin, seek[b] * TIMESTAMP_S / ENCODER_STRIDE, window
+                )
                 g = out[b]
                 g.segments += segs
                 g.stats.passes += 1

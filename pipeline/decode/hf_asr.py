@@ -39,13 +39,24 @@ class RoutedGenerate:
         key = (id(assistant), timestamps)
         if key not in self._generators:
             m = self.models
-            self._generators[key] = Generator(Models(m.main, m.processor, assistant, m.main_ref, None, m.runtime),
-                                              timestamps=timestamps)
+            self._generators[key] = Generator(
+                Models(m.main, m.processor, assistant, m.main_ref, None, m.runtime), timestamps=timestamps
+            )
         return self._generators[key]
 
     @torch.inference_mode()
-    def __call__(self, input_features=None, attention_mask=None, assistant_model=None, return_timestamps=None,
-                 language=None, task=None, return_segments=False, prompt_ids=None, **kwargs):
+    def __call__(
+        self,
+        input_features=None,
+        attention_mask=None,
+        assistant_model=None,
+        return_timestamps=None,
+        language=None,
+        task=None,
+        return_segments=False,
+        prompt_ids=None,
+        **kwargs,
+    ):
         for key, allowed in UNSUPPORTED.items():
             if key in kwargs and kwargs.pop(key) not in (allowed, None):
                 raise ValueError(f"podscribe's decoder is greedy only: {key} is not supported")
@@ -54,14 +65,19 @@ class RoutedGenerate:
         if kwargs:
             raise ValueError(f"podscribe's decoder does not take {sorted(kwargs)}")
         main = self.models.main
-        timestamps = bool(return_timestamps if return_timestamps is not None
-                          else getattr(main.generation_config, "return_timestamps", False))
+        timestamps = bool(
+            return_timestamps
+            if return_timestamps is not None
+            else getattr(main.generation_config, "return_timestamps", False)
+        )
         generator = self._generator(assistant_model, timestamps)
         if input_features.shape[-1] > generator.window:
             raise ValueError("podscribe's decoder takes up to 30 s per input: use the pipeline with chunk_length_s=30")
         if generator.draft_extractor is not None:
-            raise ValueError("this assistant has its own mel bins: it needs the audio, which the ASR pipeline does not "
-                             "pass to generate; use podscribe's Transcriber (or the CLI) for it")
+            raise ValueError(
+                "this assistant has its own mel bins: it needs the audio, which the ASR pipeline does not "
+                "pass to generate; use podscribe's Transcriber (or the CLI) for it"
+            )
         features = input_features.to(self.models.runtime.device, main.dtype)
         rows = features.shape[0]
         encoded = main.get_encoder()(features).last_hidden_state  # once: language detection and decoding share it
@@ -77,9 +93,17 @@ class RoutedGenerate:
             sequences[i, : len(g.tokens)] = torch.tensor(g.tokens, dtype=torch.long)
         if not return_segments:
             return sequences
-        segments = [[{"start": torch.tensor(s["start"], dtype=torch.float64),
-                      "end": torch.tensor(s["end"], dtype=torch.float64),
-                      "tokens": torch.tensor(s["tokens"], dtype=torch.long)} for s in g.segments] for g in out]
+        segments = [
+            [
+                {
+                    "start": torch.tensor(s["start"], dtype=torch.float64),
+                    "end": torch.tensor(s["end"], dtype=torch.float64),
+                    "tokens": torch.tensor(s["tokens"], dtype=torch.long),
+                }
+                for s in g.segments
+            ]
+            for g in out
+        ]
         return {"sequences": sequences, "segments": segments}
 
     def _languages(self, language, encoded) -> list[str]:
@@ -103,8 +127,14 @@ def asr_pipeline(models: Models, **kwargs):
     tokenizer = copy.deepcopy(models.processor.tokenizer)
     if tokenizer.pad_token is None:  # batching pads with it; Whisper pads with end-of-text
         tokenizer.pad_token = tokenizer.eos_token
-    asr = pipeline("automatic-speech-recognition", model=routed_model(models), tokenizer=tokenizer,
-                   feature_extractor=models.processor.feature_extractor, device=models.runtime.device, **kwargs)
+    asr = pipeline(
+        "automatic-speech-recognition",
+        model=routed_model(models),
+        tokenizer=tokenizer,
+        feature_extractor=models.processor.feature_extractor,
+        device=models.runtime.device,
+        **kwargs,
+    )
     # the ASR pipeline's own default is beam search (num_beams=5), which would silently turn an assistant off
     # in transformers; this decoder is greedy, so its pipeline defaults to greedy and refuses beams when asked
     asr._generation_defaults["num_beams"] = 1

@@ -72,7 +72,9 @@ class KVCacheDecoder:
         self.cross_k: list[torch.Tensor] = []
         self.cross_v: list[torch.Tensor] = []
         qkv = None if exact else [fused_qkv(layer.self_attn) for layer in self.layers]
-        self.ops = [_LayerOps(layer, None if qkv is None else qkv[i], self.scaling) for i, layer in enumerate(self.layers)]
+        self.ops = [
+            _LayerOps(layer, None if qkv is None else qkv[i], self.scaling) for i, layer in enumerate(self.layers)
+        ]
         self.final_norm = _norm(decoder.layer_norm)
         self.project = _linear(self.proj_out)
         self.cross_dtype = self.dtype
@@ -91,10 +93,12 @@ class KVCacheDecoder:
         """New batch: cross-attention keys/values from the encoder output, an empty self-attention cache."""
         encoded = encoded.to(self.dtype)
         rows = encoded.shape[0]
-        self.cross_k = [self._split(layer.encoder_attn.k_proj(encoded)).to(self.cross_dtype).contiguous()
-                        for layer in self.layers]
-        self.cross_v = [self._split(layer.encoder_attn.v_proj(encoded)).to(self.cross_dtype).contiguous()
-                        for layer in self.layers]
+        self.cross_k = [
+            self._split(layer.encoder_attn.k_proj(encoded)).to(self.cross_dtype).contiguous() for layer in self.layers
+        ]
+        self.cross_v = [
+            self._split(layer.encoder_attn.v_proj(encoded)).to(self.cross_dtype).contiguous() for layer in self.layers
+        ]
         shape = (rows, self.heads, capacity, self.head_dim)
         self.self_k = [torch.zeros(shape, dtype=self.dtype, device=encoded.device) for _ in self.layers]
         self.self_v = [torch.zeros(shape, dtype=self.dtype, device=encoded.device) for _ in self.layers]
@@ -128,8 +132,9 @@ class KVCacheDecoder:
                 query, key, value = op.qkv(h).chunk(3, dim=-1)
             self.self_k[i].scatter_(2, index, split(key))
             self.self_v[i].scatter_(2, index, split(value))
-            out = F.scaled_dot_product_attention(split(query), self.self_k[i][:, :, :width],
-                                                 self.self_v[i][:, :, :width], attn_mask=mask, scale=1.0)
+            out = F.scaled_dot_product_attention(
+                split(query), self.self_k[i][:, :, :width], self.self_v[i][:, :, :width], attn_mask=mask, scale=1.0
+            )
             x = x + op.o(out.transpose(1, 2).reshape(rows, q, -1))
             query = split(op.cross_q(op.norm2(x)) * self.scaling).to(self.cross_dtype)
             out = F.scaled_dot_product_attention(query, self.cross_k[i], self.cross_v[i], scale=1.0).to(x.dtype)
@@ -143,8 +148,9 @@ class _LayerOps:
 
     def __init__(self, layer, qkv, scaling: float):
         attn, cross = layer.self_attn, layer.encoder_attn
-        self.norm1, self.norm2, self.norm3 = (_norm(n) for n in (layer.self_attn_layer_norm,
-                                                                  layer.encoder_attn_layer_norm, layer.final_layer_norm))
+        self.norm1, self.norm2, self.norm3 = (
+            _norm(n) for n in (layer.self_attn_layer_norm, layer.encoder_attn_layer_norm, layer.final_layer_norm)
+        )
         self.q, self.k, self.v, self.o = (_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj))
         self.qkv = None if qkv is None else _linear(qkv)
         self.cross_q, self.cross_o = _linear(cross.q_proj), _linear(cross.out_proj)

@@ -88,8 +88,9 @@ def voiced(start_s: float, end_s: float, speech: list[tuple[float, float]]) -> f
     return sum(max(0.0, min(hi, end_s) - max(lo, start_s)) for lo, hi in speech)
 
 
-def uncovered(speech: list[tuple[float, float]], covered: list[tuple[float, float]],
-              min_gap_s: float) -> list[tuple[float, float]]:
+def uncovered(
+    speech: list[tuple[float, float]], covered: list[tuple[float, float]], min_gap_s: float
+) -> list[tuple[float, float]]:
     """Stretches of ``speech`` no ``covered`` span touches, at least ``min_gap_s`` long."""
     cover = sorted(covered)
     out = []

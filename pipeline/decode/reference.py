@@ -50,7 +50,11 @@ def reuse_encoder(model, features: torch.Tensor, encoded: torch.Tensor):
     original = encoder.forward
 
     def forward(input_features=None, *args, **kwargs):
-        if input_features is not None and input_features.shape == features.shape and torch.equal(input_features, features):
+        if (
+            input_features is not None
+            and input_features.shape == features.shape
+            and torch.equal(input_features, features)
+        ):
             return BaseModelOutput(last_hidden_state=encoded)
         return original(input_features, *args, **kwargs)
 
@@ -61,8 +65,15 @@ def reuse_encoder(model, features: torch.Tensor, encoded: torch.Tensor):
         del encoder.forward
 
 
-def generate_kwargs(model, languages: list[str | None], timestamps: bool = True, task: str = "transcribe",
-                    num_beams: int = 1, temperature: float = 0.0, max_new_tokens: int | None = None) -> dict:
+def generate_kwargs(
+    model,
+    languages: list[str | None],
+    timestamps: bool = True,
+    task: str = "transcribe",
+    num_beams: int = 1,
+    temperature: float = 0.0,
+    max_new_tokens: int | None = None,
+) -> dict:
     kwargs = {"num_beams": num_beams, "do_sample": temperature > 0, "return_timestamps": timestamps}
     if max_new_tokens:
         kwargs["max_new_tokens"] = max_new_tokens
@@ -79,10 +90,19 @@ def _strip(row: list[int], eot: int, prompt_len: int = 0) -> list[int]:
 
 
 @torch.inference_mode()
-def hf_generate(model, features: torch.Tensor, languages: list[str | None], timestamps: bool = True,
-                assistant=None, encoded: torch.Tensor | None = None, task: str = "transcribe",
-                prompt_ids: list[int] | None = None, num_beams: int = 1, temperature: float = 0.0,
-                max_new_tokens: int | None = None):
+def hf_generate(
+    model,
+    features: torch.Tensor,
+    languages: list[str | None],
+    timestamps: bool = True,
+    assistant=None,
+    encoded: torch.Tensor | None = None,
+    task: str = "transcribe",
+    prompt_ids: list[int] | None = None,
+    num_beams: int = 1,
+    temperature: float = 0.0,
+    max_new_tokens: int | None = None,
+):
     """Per row: (token ids after the prompt without end-of-text, segment dicts, (main calls, draft calls))."""
     eot = Tokens.of(model.generation_config).eot
     main_counter, draft_counter = CallCounter(model), CallCounter(assistant)
@@ -97,9 +117,14 @@ def hf_generate(model, features: torch.Tensor, languages: list[str | None], time
         if prompt_ids:
             extra["prompt_ids"] = torch.tensor(prompt_ids, dtype=torch.long, device=features.device)
         with main_counter.active(), draft_counter.active(), reuse_encoder(model, feats, encoded[rows]):
-            res = model.generate(input_features=feats, return_segments=True, **extra,
-                                 **generate_kwargs(model, [languages[i] for i in rows], timestamps, task, num_beams,
-                                                   temperature, max_new_tokens))
+            res = model.generate(
+                input_features=feats,
+                return_segments=True,
+                **extra,
+                **generate_kwargs(
+                    model, [languages[i] for i in rows], timestamps, task, num_beams, temperature, max_new_tokens
+                ),
+            )
         if isinstance(res, dict) and "segments" in res:
             seqs, segs = res["sequences"].tolist(), res["segments"]
             prompt_len = 0

@@ -35,9 +35,12 @@ class RuleState:
 
     @classmethod
     def initial(cls, rows: int, device) -> RuleState:
-        return cls(torch.zeros(rows, dtype=torch.long, device=device), torch.zeros(rows, dtype=torch.bool, device=device),
-                   torch.ones(rows, dtype=torch.bool, device=device),
-                   torch.full((rows,), -1, dtype=torch.long, device=device))
+        return cls(
+            torch.zeros(rows, dtype=torch.long, device=device),
+            torch.zeros(rows, dtype=torch.bool, device=device),
+            torch.ones(rows, dtype=torch.bool, device=device),
+            torch.full((rows,), -1, dtype=torch.long, device=device),
+        )
 
     def map(self, fn) -> RuleState:
         """The same function applied to every field (selecting rows, adding a position axis, ...)."""
@@ -90,8 +93,9 @@ class WhisperRules:
     def advance(self, s: RuleState, token: torch.Tensor) -> RuleState:
         """The state after appending ``token`` ([B]) to each row."""
         ts = token >= self.ts_begin
-        return RuleState(s.n_generated + 1, ts, (s.n_generated == 0) | s.last_was_timestamp,
-                         torch.where(ts, token, s.last_timestamp))
+        return RuleState(
+            s.n_generated + 1, ts, (s.n_generated == 0) | s.last_was_timestamp, torch.where(ts, token, s.last_timestamp)
+        )
 
     def expand(self, s: RuleState, drafts: torch.Tensor) -> RuleState:
         """States for positions 0..k of a verification pass ([B, k+1] each) given drafts [B, k]."""
@@ -113,7 +117,9 @@ class WhisperRules:
             logits.masked_fill_(first[..., None] & self.at_begin, NEG_INF)
         if self.timestamps:
             tb = self.ts_begin
-            pair_closed = s.last_was_timestamp & s.before_last_was_timestamp  # two timestamps in a row: text must follow
+            pair_closed = (
+                s.last_was_timestamp & s.before_last_was_timestamp
+            )  # two timestamps in a row: text must follow
             pair_open = s.last_was_timestamp & ~s.before_last_was_timestamp  # a segment ended: its twin or end of text
             logits[..., tb:].masked_fill_(pair_closed[..., None], NEG_INF)
             logits[..., : self.eot].masked_fill_(pair_open[..., None], NEG_INF)

@@ -72,7 +72,9 @@ class DraftPolicy:
             return k
         a = min(self.agreement, 0.999)
         candidates = range(max(self.min_draft, k - 2), min(self.max_draft, k + 2) + 1)
-        return max(candidates, key=lambda c: (1 - a ** (c + 1)) / (1 - a) / (c * self.draft_step + self._verify_cost(c + 1)))
+        return max(
+            candidates, key=lambda c: (1 - a ** (c + 1)) / (1 - a) / (c * self.draft_step + self._verify_cost(c + 1))
+        )
 
 
 def _mean(old: float | None, new: float, weight: float = 0.3) -> float:
@@ -87,8 +89,14 @@ class Decoded:
 
 
 @torch.inference_mode()
-def greedy(main: KVCacheDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int,
-           draft: KVCacheDecoder | None = None, policy: DraftPolicy | None = None) -> Decoded:
+def greedy(
+    main: KVCacheDecoder,
+    prompts: torch.Tensor,
+    rules: WhisperRules,
+    max_length: int,
+    draft: KVCacheDecoder | None = None,
+    policy: DraftPolicy | None = None,
+) -> Decoded:
     """Decode rows whose encoder output is already loaded into ``main`` (and ``draft``) via ``start``.
 
     ``prompts``: [B, P] — every row's prompt has the same length. ``max_length``

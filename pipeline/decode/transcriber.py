@@ -45,9 +45,8 @@ from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
 from ..timing import word_timings
 from . import auto, recover
 from .generate import Generated, Generator
-from .rules import RuleState
 from .options import DecodeOptions
-
+from .rules import RuleState
 
 _NON_SPEECH = re.compile(r"^\s*([\[\(][^\]\)]*[\]\)]\s*)+$")
 
@@ -68,17 +67,20 @@ def drop_repeats(segments: list[RawSegment], window: int = 4) -> list[RawSegment
 
 
 class Transcriber:
-    def __init__(self, models: Models, options: DecodeOptions = DecodeOptions(), use_assistant: bool = True):
+    def __init__(self, models: Models, options: DecodeOptions | None = None, use_assistant: bool = True):
         self.models = models
-        self.options = options
+        self.options = options = options or DecodeOptions()
         self.tokens = tokens = models.tokens
         self.multilingual = tokens.multilingual
-        self.allowed_languages = {t: i for t, i in tokens.language_ids.items()
-                                  if options.languages is None or t[2:-2] in options.languages}
+        self.allowed_languages = {
+            t: i for t, i in tokens.language_ids.items() if options.languages is None or t[2:-2] in options.languages
+        }
         if self.multilingual and not self.allowed_languages:
             raise ValueError(f"none of the languages {options.languages} is known to {models.main_ref.name!r}")
         if not self.multilingual and options.language not in (None, "en", "english"):
-            raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot take language={options.language!r}")
+            raise ValueError(
+                f"model {models.main_ref.name!r} is English-only; it cannot take language={options.language!r}"
+            )
         if not self.multilingual and options.task == "translate":
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot translate")
         use_assistant = use_assistant and models.assistant is not None
@@ -87,8 +89,9 @@ class Transcriber:
         self.speculative = Generator(models, timestamps=True) if use_assistant else None
         self.choice: auto.Choice | None = None
         if not models.auto:
-            self.choice = auto.Choice(use_assistant, options.batch_size,
-                                      models.assistant_name if use_assistant else None)
+            self.choice = auto.Choice(
+                use_assistant, options.batch_size, models.assistant_name if use_assistant else None
+            )
 
     # -- public -----------------------------------------------------------------
 
@@ -169,15 +172,19 @@ class Transcriber:
         for r, segments, row_words in zip(results, found, words):
             if row_words is not None:
                 attach_words(segments, row_words)
-            kept = [s for s in segments if not is_non_speech_text(s.text)
-                    and (r.speech is None or vad.overlaps(s.start_s, s.end_s, r.speech))]
+            kept = [
+                s
+                for s in segments
+                if not is_non_speech_text(s.text) and (r.speech is None or vad.overlaps(s.start_s, s.end_s, r.speech))
+            ]
             r.segments = drop_repeats(kept) if r.compression_ratio > self.options.compression_ratio_threshold else kept
 
     def _silent(self, r: PieceResult) -> bool:
         """Whisper's no-speech rule: no-speech probability high and the text unsure (or looping)."""
         o = self.options
         return r.no_speech_prob > o.no_speech_threshold and (
-            r.avg_logprob < o.logprob_threshold or r.compression_ratio > o.compression_ratio_threshold)
+            r.avg_logprob < o.logprob_threshold or r.compression_ratio > o.compression_ratio_threshold
+        )
 
     def _compression(self, tokens: list[int]) -> float:
         text = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
@@ -192,17 +199,25 @@ class Transcriber:
             best = recover.Candidate(r.avg_logprob, r.compression_ratio)
             if self._silent(r) or not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
                 continue
-            why = (f"compression ratio {best.compression_ratio:.2f}" if best.compression_ratio > o.compression_ratio_threshold
-                   else f"avg log-prob {best.avg_logprob:.2f}")
+            why = (
+                f"compression ratio {best.compression_ratio:.2f}"
+                if best.compression_ratio > o.compression_ratio_threshold
+                else f"avg log-prob {best.avg_logprob:.2f}"
+            )
             for label, beams, temperature in recover.fallbacks(o.fallback_beams):
                 again = self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
                 trial = PieceResult()
                 self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial])
                 candidate = recover.Candidate(trial.avg_logprob, self._compression(again.tokens))
                 keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
-                r.redecodes.append(Redecode(0.0, round(len(audio[i]) / SAMPLE_RATE, 3),
-                                            f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
-                                            [t for t in again.tokens if t < self.tokens.eot] if keep else []))
+                r.redecodes.append(
+                    Redecode(
+                        0.0,
+                        round(len(audio[i]) / SAMPLE_RATE, 3),
+                        f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
+                        [t for t in again.tokens if t < self.tokens.eot] if keep else [],
+                    )
+                )
                 r.stats.main_calls += again.stats.main_calls
                 if keep:
                     generated[i], best = again, candidate
@@ -218,11 +233,23 @@ class Transcriber:
         cuda = [features.device.index or 0] if features.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):  # seeded here, the caller's random state untouched
             torch.manual_seed(recover.SEED)
-            ((_, segments, (calls, _)),) = hf_generate(self.models.main, features, [language], True, None, encoded,
-                                                       self.options.task, self.context or None, beams, temperature,
-                                                       recover.MAX_NEW_TOKENS)
-        segs = [{"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(t) for t in seg["tokens"]]}
-                for seg in segments or []]
+            ((_, segments, (calls, _)),) = hf_generate(
+                self.models.main,
+                features,
+                [language],
+                True,
+                None,
+                encoded,
+                self.options.task,
+                self.context or None,
+                beams,
+                temperature,
+                recover.MAX_NEW_TOKENS,
+            )
+        segs = [
+            {"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(t) for t in seg["tokens"]]}
+            for seg in segments or []
+        ]
         ids = [t for seg in segs for t in seg["tokens"]]
         return Generated(ids, segs, DecodeStats(main_calls=calls, passes=1), pass_lengths=[len(ids)])
 
@@ -247,15 +274,20 @@ class Transcriber:
             found, active = self._gate(clips)
             for at in range(0, len(active), o.batch_size):
                 rows = active[at : at + o.batch_size]
-                self._decode([clips[k] for k in rows], [found[k] for k in rows], [results[jobs[k][0]].language for k in rows])
+                self._decode(
+                    [clips[k] for k in rows], [found[k] for k in rows], [results[jobs[k][0]].language for k in rows]
+                )
             progress = False
             for (i, gap, (lo, hi)), sub in zip(jobs, found):
                 r = results[i]
-                new = [_shifted(s, lo) for s in sub.segments
-                       if recover.belongs(s.start_s + lo, s.end_s + lo, gap)]
-                r.redecodes += [Redecode(round(d.start_s + lo, 3), round(d.end_s + lo, 3), d.reason, d.tokens)
-                                for d in sub.redecodes]
-                r.redecodes.append(Redecode(round(lo, 3), round(hi, 3), "uncovered speech", [t for s in new for t in s.ids]))
+                new = [_shifted(s, lo) for s in sub.segments if recover.belongs(s.start_s + lo, s.end_s + lo, gap)]
+                r.redecodes += [
+                    Redecode(round(d.start_s + lo, 3), round(d.end_s + lo, 3), d.reason, d.tokens)
+                    for d in sub.redecodes
+                ]
+                r.redecodes.append(
+                    Redecode(round(lo, 3), round(hi, 3), "uncovered speech", [t for s in new for t in s.ids])
+                )
                 r.stats.add(DecodeStats(**{**vars(sub.stats), "passes": 0}))  # passes count the piece's own
                 if new:
                     r.segments = recover.merge(r.segments, new)
@@ -268,9 +300,12 @@ class Transcriber:
         thin for the speech in it and its words are known."""
         out = []
         for seg in r.segments:
-            if seg.words and recover.thin(seg.start_s, seg.end_s, len(seg.text.split()), r.speech,
-                                          self.options.coverage_gap_s):
-                out += [(w.start_s - recover.WORD_PAD_S, w.end_s + recover.WORD_PAD_S) for w in seg.words if w.word.strip()]
+            if seg.words and recover.thin(
+                seg.start_s, seg.end_s, len(seg.text.split()), r.speech, self.options.coverage_gap_s
+            ):
+                out += [
+                    (w.start_s - recover.WORD_PAD_S, w.end_s + recover.WORD_PAD_S) for w in seg.words if w.word.strip()
+                ]
             else:
                 out.append((seg.start_s, seg.end_s))
         return out
@@ -279,9 +314,22 @@ class Transcriber:
         """Word timings for the rows that want them: all with word timestamps on; else, for the coverage
         check, the rows with a segment too thin for its speech (``recover.thin``)."""
         o = self.options
-        rows = [i for i, (r, segments) in enumerate(zip(results, found)) if segments and (
-            o.word_timestamps or (o.coverage and r.speech and any(
-                recover.thin(s.start_s, s.end_s, len(s.text.split()), r.speech, o.coverage_gap_s) for s in segments)))]
+        rows = [
+            i
+            for i, (r, segments) in enumerate(zip(results, found))
+            if segments
+            and (
+                o.word_timestamps
+                or (
+                    o.coverage
+                    and r.speech
+                    and any(
+                        recover.thin(s.start_s, s.end_s, len(s.text.split()), r.speech, o.coverage_gap_s)
+                        for s in segments
+                    )
+                )
+            )
+        ]
         out: list[list[Word] | None] = [None] * len(generated)
         if not rows:
             return out
@@ -297,14 +345,17 @@ class Transcriber:
 
     def _features(self, audio: list[np.ndarray]) -> torch.Tensor:
         models = self.models
-        features = models.processor.feature_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+        features = models.processor.feature_extractor(
+            audio, sampling_rate=SAMPLE_RATE, return_tensors="pt"
+        ).input_features
         return features.to(models.runtime.device, models.runtime.dtype)
 
     def _encode(self, audio: list[np.ndarray]) -> torch.Tensor:
         return self.models.main.get_encoder()(self._features(audio)).last_hidden_state
 
-    def _probe(self, encoded: torch.Tensor, languages: list[str | None] | None = None
-               ) -> tuple[list[float], list[str | None]]:
+    def _probe(
+        self, encoded: torch.Tensor, languages: list[str | None] | None = None
+    ) -> tuple[list[float], list[str | None]]:
         """One decoder step on <|startoftranscript|>: no-speech probability and, for rows without a
         language (``languages``, else the options'), the detected one.
 
@@ -314,7 +365,9 @@ class Transcriber:
         n = encoded.shape[0]
         wanted = [lang or self.options.language for lang in (languages or [None] * n)]
         logits = first_step_logits(self.models.main, encoded, self.context)
-        no_speech = logits.softmax(-1)[:, self.tokens.no_speech].tolist() if self.tokens.no_speech is not None else [0.0] * n
+        no_speech = (
+            logits.softmax(-1)[:, self.tokens.no_speech].tolist() if self.tokens.no_speech is not None else [0.0] * n
+        )
         if not self.multilingual:
             return no_speech, ["en"] * n
         if all(wanted):
@@ -322,22 +375,33 @@ class Transcriber:
         if self.context:
             logits = first_step_logits(self.models.main, encoded)
         detected = most_likely_languages(logits, self.allowed_languages)
-        return no_speech, [_language_code(lang, self.tokens.language_ids) if lang else d for lang, d in zip(wanted, detected)]
+        return no_speech, [
+            _language_code(lang, self.tokens.language_ids) if lang else d for lang, d in zip(wanted, detected)
+        ]
 
     def _generate(self, features, encoded, languages, audio, results) -> list[Generated]:
         """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
         prompts = [self._prompt(lang) for lang in languages]
         draft_features = self.speculative.draft_features(audio) if self.speculative is not None else None
         if self.choice is None:
-            self.choice = auto.calibrate(self.plain, self.speculative, features, encoded, prompts,
-                                         self.options.batch_size, self.models.assistant_name, draft_features)
+            self.choice = auto.calibrate(
+                self.plain,
+                self.speculative,
+                features,
+                encoded,
+                prompts,
+                self.options.batch_size,
+                self.models.assistant_name,
+                draft_features,
+            )
         generator = self.speculative if self.choice.speculative else self.plain
         size = self.choice.batch_size
         generated = []
         for i in range(0, len(prompts), size):
             part = slice(i, i + size)
-            generated += generator.generate(features[part], prompts[part], encoded[part],
-                                            None if draft_features is None else draft_features[part])
+            generated += generator.generate(
+                features[part], prompts[part], encoded[part], None if draft_features is None else draft_features[part]
+            )
         for r, g in zip(results, generated):
             r.stats = replace(g.stats)
         return generated
@@ -404,10 +468,16 @@ class Transcriber:
 
 def _shifted(seg: RawSegment, offset_s: float) -> RawSegment:
     """A clip's segment in its piece's time."""
-    words = None if seg.words is None else [
-        Word(w.word, round(w.start_s + offset_s, 3), round(w.end_s + offset_s, 3), w.probability) for w in seg.words]
-    return RawSegment(round(seg.start_s + offset_s, 3), round(seg.end_s + offset_s, 3), seg.text, seg.n_tokens, words,
-                      seg.ids)
+    words = (
+        None
+        if seg.words is None
+        else [
+            Word(w.word, round(w.start_s + offset_s, 3), round(w.end_s + offset_s, 3), w.probability) for w in seg.words
+        ]
+    )
+    return RawSegment(
+        round(seg.start_s + offset_s, 3), round(seg.end_s + offset_s, 3), seg.text, seg.n_tokens, words, seg.ids
+    )
 
 
 def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
@@ -436,8 +506,9 @@ def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
 
 def first_step_logits(model, encoded: torch.Tensor, context: list[int] = ()) -> torch.Tensor:
     """The decoder's logits at <|startoftranscript|> ([rows, vocab], float32), after ``context`` if any."""
-    ids = torch.tensor([[*context, model.generation_config.decoder_start_token_id]] * encoded.shape[0],
-                       device=encoded.device)
+    ids = torch.tensor(
+        [[*context, model.generation_config.decoder_start_token_id]] * encoded.shape[0], device=encoded.device
+    )
     return model(encoder_outputs=(encoded,), decoder_input_ids=ids).logits[:, -1].float()
 
 

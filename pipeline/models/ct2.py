@@ -195,8 +195,15 @@ def _complete_tokenizer(tokenizer_json: dict, vocab_size: int) -> dict:
         if content in have:
             continue
         added.append(
-            {"id": next_id, "content": content, "single_word": False, "lstrip": False,
-             "rstrip": False, "normalized": False, "special": False}
+            {
+                "id": next_id,
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": False,
+            }
         )
         next_id += 1
     if next_id != vocab_size:
@@ -216,7 +223,9 @@ def _generation_config(ct2_config: dict, ids: dict[str, int], shape: dict) -> di
     lang_to_id = {id_to_token[i]: i for i in ct2_config.get("lang_ids", [])} if multilingual else {}
     num_heads = shape["decoder_attention_heads"]
     heads = ct2_config.get("alignment_heads") or [
-        [layer, head] for layer in range(shape["decoder_layers"] // 2, shape["decoder_layers"]) for head in range(num_heads)
+        [layer, head]
+        for layer in range(shape["decoder_layers"] // 2, shape["decoder_layers"])
+        for head in range(num_heads)
     ]
     config = {
         "alignment_heads": [list(h) for h in heads],
@@ -276,7 +285,11 @@ def convert(ct2_dir: Path, out_dir: Path, parts: list[Path] | None = None) -> Pa
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file({k: np.ascontiguousarray(a) for k, a in state.items()}, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: np.ascontiguousarray(a) for k, a in state.items()},
+        str(tmp / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     (tmp / "config.json").write_text(json.dumps(_model_config(shape, gen), indent=2))
     (tmp / "generation_config.json").write_text(json.dumps(gen, indent=2))
     (tmp / "tokenizer.json").write_text(json.dumps(tokenizer_json, ensure_ascii=False))
@@ -297,6 +310,8 @@ def convert(ct2_dir: Path, out_dir: Path, parts: list[Path] | None = None) -> Pa
 
 def is_ct2_dir(path: Path) -> bool:
     path = Path(path)
-    return path.is_dir() and (path / "config.json").is_file() and (
-        (path / "model.bin").is_file() or any(path.glob("model.bin.part*"))
+    return (
+        path.is_dir()
+        and (path / "config.json").is_file()
+        and ((path / "model.bin").is_file() or any(path.glob("model.bin.part*")))
     )

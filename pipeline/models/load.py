@@ -19,6 +19,7 @@ from transformers import (
 from ..runtime import Runtime
 from ..whisper import Tokens
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, resolve
+
 AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
 CPU_DEFAULTS = ("base", None)
@@ -60,8 +61,11 @@ def default_names(runtime: Runtime) -> tuple[str, str | None]:
 def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
     try:
         model = cls.from_pretrained(
-            ref.location, dtype=runtime.dtype, attn_implementation=runtime.attn_implementation,
-            low_cpu_mem_usage=True, **kwargs,
+            ref.location,
+            dtype=runtime.dtype,
+            attn_implementation=runtime.attn_implementation,
+            low_cpu_mem_usage=True,
+            **kwargs,
         )
     except OSError as exc:  # hub unreachable, unknown id, missing files
         raise ModelUnavailable(f"cannot load model {ref.name!r}: {exc}\n{OFFLINE_HINT}") from exc
@@ -106,8 +110,14 @@ def quantized_self_draft(main: WhisperForConditionalGeneration) -> WhisperForCau
     return torch.ao.quantization.quantize_dynamic(draft, {torch.nn.Linear}, dtype=torch.qint8)
 
 
-ENCODER_SHAPE = ("d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim", "num_mel_bins",
-                 "max_source_positions")
+ENCODER_SHAPE = (
+    "d_model",
+    "encoder_layers",
+    "encoder_attention_heads",
+    "encoder_ffn_dim",
+    "num_mel_bins",
+    "max_source_positions",
+)
 
 
 def _config(ref: ResolvedModel) -> dict:
@@ -133,8 +143,13 @@ def assistant_class(assistant_config: dict, main_config) -> type:
     return WhisperForConditionalGeneration
 
 
-def load_assistant(name: str, main: WhisperForConditionalGeneration, processor: WhisperProcessor,
-                   runtime: Runtime, cache_dir: Path | None = None) -> torch.nn.Module:
+def load_assistant(
+    name: str,
+    main: WhisperForConditionalGeneration,
+    processor: WhisperProcessor,
+    runtime: Runtime,
+    cache_dir: Path | None = None,
+) -> torch.nn.Module:
     if name == SELF_INT8:
         return quantized_self_draft(main)
     ref = resolve(name, cache_dir)
@@ -142,8 +157,7 @@ def load_assistant(name: str, main: WhisperForConditionalGeneration, processor: 
     return _from_pretrained(assistant_class(_config(ref), main.config), ref, runtime)
 
 
-def load_models(model: str | None, assistant: str | None, runtime: Runtime,
-                cache_dir: Path | None = None) -> Models:
+def load_models(model: str | None, assistant: str | None, runtime: Runtime, cache_dir: Path | None = None) -> Models:
     """``model=None`` / ``assistant="default"`` pick the runtime's defaults; ``assistant="none"`` turns it off."""
     default_main, default_assistant = default_names(runtime)
     main_ref = resolve(model or default_main, cache_dir)

