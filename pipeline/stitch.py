@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .audio import Piece
-from .records import PieceResult, Segment, Word
+from .records import PieceResult, Segment
+from .segments import clamp_words
 
 
 def _r(t: float) -> float:
@@ -36,18 +37,7 @@ def stitch(pieces: list[Piece], results: list[PieceResult], duration_s: float | 
                     piece.index,
                     result.avg_logprob,
                     result.no_speech_prob,
-                    _shift_words(raw.words, piece.start_s, _r(start), _r(end)),
+                    None if raw.words is None else clamp_words(raw.words, _r(start), _r(end), piece.start_s),
                 )
             )
-    return out
-
-
-def _shift_words(words: list[Word] | None, offset: float, start: float, end: float) -> list[Word] | None:
-    if words is None:
-        return None
-    out: list[Word] = []
-    for w in words:
-        ws = min(max(_r(w.start_s + offset), start, out[-1].end_s if out else start), end)
-        we = min(max(_r(w.end_s + offset), ws), end)
-        out.append(Word(w.word, ws, we, w.probability))
     return out

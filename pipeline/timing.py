@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .decode.forced import forced_logits, padded
 from .records import Word
 from .whisper import ENCODER_FRAMES_PER_S
 
@@ -161,13 +162,12 @@ def word_timings(
     eot, no_ts = models.tokens.eot, models.tokens.no_timestamps
     limit = main.config.max_target_positions
     rows = [(p + [no_ts] + t + [eot])[:limit] for p, t in zip(prompts, texts)]
-    width = max(map(len, rows))
-    ids = torch.tensor([r + [eot] * (width - len(r)) for r in rows], device=encoded.device)
+    ids = padded(rows, eot, encoded.device)
     heads = [tuple(h) for h in gen.alignment_heads]
     layers = sorted({layer for layer, _ in heads})
     tap = _CrossAttentionTap(main, layers)
     try:
-        logits = main(encoder_outputs=(encoded,), decoder_input_ids=ids).logits.float()
+        logits = forced_logits(main, encoded, ids).float()
     finally:
         tap.close()
     probs = logits.softmax(-1)

@@ -7,8 +7,9 @@ import pytest
 
 from helpers import perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
-from pipeline.decode import DecodeOptions, Transcriber, is_non_speech_text
+from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.models.load import quantized_self_draft
+from pipeline.segments import is_non_speech_text
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pipeline.audio import Piece
-from pipeline.decode import drop_repeats
 from pipeline.records import PieceResult, RawSegment
+from pipeline.segments import drop_repeats
 from pipeline.stitch import stitch
 
 SR = 16000

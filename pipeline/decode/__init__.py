@@ -15,7 +15,7 @@ The stage's names are imported lazily, so ``from pipeline.decode import DecodeOp
 
 from .options import DecodeOptions  # noqa: F401
 
-_TRANSCRIBER = {"Transcriber", "attach_words", "drop_repeats", "is_non_speech_text"}
+_TRANSCRIBER = {"Transcriber"}
 
 
 def __getattr__(name: str):

@@ -31,39 +31,23 @@ openai-whisper's and faster-whisper's ``find_alignment`` do.
 
 from __future__ import annotations
 
-import re
 import zlib
 from dataclasses import replace
 
 import numpy as np
 import torch
 
+from .. import segments as cleanup
 from .. import vad
 from ..audio import SAMPLE_RATE, rms_db
 from ..models.load import Models
 from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
 from ..timing import word_timings
 from . import auto, recover
+from .forced import first_step_logits, forced_logits, padded
 from .generate import Generated, Generator
 from .options import DecodeOptions
 from .rules import RuleState
-
-_NON_SPEECH = re.compile(r"^\s*([\[\(][^\]\)]*[\]\)]\s*)+$")
-
-
-def is_non_speech_text(text: str) -> bool:
-    """Whisper's ways of saying 'no words here': empty, only symbols (♪ ...), or only [bracketed] notes."""
-    return not any(c.isalnum() for c in text) or bool(_NON_SPEECH.match(text))
-
-
-def drop_repeats(segments: list[RawSegment], window: int = 4) -> list[RawSegment]:
-    """Collapse a repetition loop: a segment whose text equals one of the last few kept ones goes."""
-    kept: list[RawSegment] = []
-    for seg in segments:
-        key = seg.text.strip().lower()
-        if key not in (k.text.strip().lower() for k in kept[-window:]):
-            kept.append(seg)
-    return kept
 
 
 class Transcriber:
@@ -164,20 +148,12 @@ class Transcriber:
                 found.append([])
                 continue
             segments = self.segments(g.segments, len(a) / SAMPLE_RATE)
-            if r.speech is not None:
-                for seg in segments:
-                    seg.start_s, seg.end_s = vad.tighten(seg.start_s, seg.end_s, r.speech)
+            cleanup.tighten(segments, r.speech)
             found.append(segments)
         words = self._words(encoded, languages, generated, audio, results, found)
         for r, segments, row_words in zip(results, found, words):
-            if row_words is not None:
-                attach_words(segments, row_words)
-            kept = [
-                s
-                for s in segments
-                if not is_non_speech_text(s.text) and (r.speech is None or vad.overlaps(s.start_s, s.end_s, r.speech))
-            ]
-            r.segments = drop_repeats(kept) if r.compression_ratio > self.options.compression_ratio_threshold else kept
+            looped = r.compression_ratio > self.options.compression_ratio_threshold
+            r.segments = cleanup.clean(segments, row_words, r.speech, looped)
 
     def _silent(self, r: PieceResult) -> bool:
         """Whisper's no-speech rule: no-speech probability high and the text unsure (or looping)."""
@@ -280,7 +256,9 @@ class Transcriber:
             progress = False
             for (i, gap, (lo, hi)), sub in zip(jobs, found):
                 r = results[i]
-                new = [_shifted(s, lo) for s in sub.segments if recover.belongs(s.start_s + lo, s.end_s + lo, gap)]
+                new = [
+                    cleanup.shifted(s, lo) for s in sub.segments if recover.belongs(s.start_s + lo, s.end_s + lo, gap)
+                ]
                 r.redecodes += [
                     Redecode(round(d.start_s + lo, 3), round(d.end_s + lo, 3), d.reason, d.tokens)
                     for d in sub.redecodes
@@ -364,7 +342,7 @@ class Transcriber:
         two short steps then, the second only when a language is to be detected."""
         n = encoded.shape[0]
         wanted = [lang or self.options.language for lang in (languages or [None] * n)]
-        logits = first_step_logits(self.models.main, encoded, self.context)
+        logits = first_step_logits(self.models.main, encoded, self.tokens.sot, self.context)
         no_speech = (
             logits.softmax(-1)[:, self.tokens.no_speech].tolist() if self.tokens.no_speech is not None else [0.0] * n
         )
@@ -373,7 +351,7 @@ class Transcriber:
         if all(wanted):
             return no_speech, [_language_code(lang, self.tokens.language_ids) for lang in wanted]
         if self.context:
-            logits = first_step_logits(self.models.main, encoded)
+            logits = first_step_logits(self.models.main, encoded, self.tokens.sot)
         detected = most_likely_languages(logits, self.allowed_languages)
         return no_speech, [
             _language_code(lang, self.tokens.language_ids) if lang else d for lang, d in zip(wanted, detected)
@@ -424,9 +402,8 @@ class Transcriber:
         prompts = [self._prompt(lang) for lang in languages]
         limit = self.models.main.config.max_target_positions + 1  # a second pass can make a row longer
         rows = [(p + g.tokens + [self.tokens.eot])[:limit] for p, g in zip(prompts, generated)]
-        width = max(map(len, rows))
-        ids = torch.tensor([r + [self.tokens.eot] * (width - len(r)) for r in rows], device=encoded.device)
-        logits = self.models.main(encoder_outputs=(encoded,), decoder_input_ids=ids[:, :-1]).logits
+        ids = padded(rows, self.tokens.eot, encoded.device)
+        logits = forced_logits(self.models.main, encoded, ids[:, :-1])
         rules = self.plain.rules
         for b, (r, p, row, g) in enumerate(zip(results, prompts, rows, generated)):
             n = len(row) - len(p)  # tokens scored: the sequence and its end-of-text, as far as the row holds them
@@ -464,52 +441,6 @@ class Transcriber:
             if text:
                 out.append(RawSegment(round(start, 3), round(end, 3), text, len(ids), ids=ids))
         return out
-
-
-def _shifted(seg: RawSegment, offset_s: float) -> RawSegment:
-    """A clip's segment in its piece's time."""
-    words = (
-        None
-        if seg.words is None
-        else [
-            Word(w.word, round(w.start_s + offset_s, 3), round(w.end_s + offset_s, 3), w.probability) for w in seg.words
-        ]
-    )
-    return RawSegment(
-        round(seg.start_s + offset_s, 3), round(seg.end_s + offset_s, 3), seg.text, seg.n_tokens, words, seg.ids
-    )
-
-
-def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
-    """Give each segment the words made of its own tokens (matched by their characters, in order),
-    timed inside the segment and monotonic."""
-    text_words = iter(w for w in words if w.word.strip())
-    pending: Word | None = None
-    for seg in segments:
-        seg.words = []
-        target = "".join(seg.text.split())
-        have = ""
-        while len(have) < len(target):
-            w = pending or next(text_words, None)
-            pending = None
-            if w is None:
-                break
-            piece = "".join(w.word.split())
-            if have and not target.startswith(have + piece):
-                pending = w
-                break
-            have += piece
-            start = min(max(w.start_s, seg.start_s, seg.words[-1].end_s if seg.words else 0.0), seg.end_s)
-            end = min(max(w.end_s, start), seg.end_s)
-            seg.words.append(Word(w.word, round(start, 3), round(end, 3), w.probability))
-
-
-def first_step_logits(model, encoded: torch.Tensor, context: list[int] = ()) -> torch.Tensor:
-    """The decoder's logits at <|startoftranscript|> ([rows, vocab], float32), after ``context`` if any."""
-    ids = torch.tensor(
-        [[*context, model.generation_config.decoder_start_token_id]] * encoded.shape[0], device=encoded.device
-    )
-    return model(encoder_outputs=(encoded,), decoder_input_ids=ids).logits[:, -1].float()
 
 
 def most_likely_languages(logits: torch.Tensor, lang_to_id: dict[str, int]) -> list[str]:

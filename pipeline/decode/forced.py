@@ -1,0 +1,29 @@
+"""The teacher-forced decoder pass: the main model's logits for given token rows in one forward call.
+
+Three steps read Whisper through it — scoring (average log-probability, transcriber.py), word timings
+(cross-attention of the text, timing.py) and language detection / no-speech probability (the first step
+after <|startoftranscript|>) — so rows are padded and fed one way everywhere.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def padded(rows: list[list[int]], pad: int, device) -> torch.Tensor:
+    """Rows of token ids as one [B, T] tensor, each padded at its end with ``pad`` (Whisper pads with
+    end-of-text; causal attention keeps padding from touching the positions before it)."""
+    width = max(map(len, rows))
+    return torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
+
+
+def forced_logits(model, encoded: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Logits [B, T, V] of ``model``'s decoder fed ``ids`` [B, T] over ``encoded``: position t scores the
+    token after ids[:, t]."""
+    return model(encoder_outputs=(encoded,), decoder_input_ids=ids).logits
+
+
+def first_step_logits(model, encoded: torch.Tensor, sot: int, context: list[int] = ()) -> torch.Tensor:
+    """The decoder's logits at <|startoftranscript|> ([rows, vocab], float32), after ``context`` if any."""
+    ids = padded([[*context, sot]] * encoded.shape[0], sot, encoded.device)
+    return forced_logits(model, encoded, ids)[:, -1].float()

@@ -1,0 +1,108 @@
+"""Segment clean-up, in one place: the rules that turn what Whisper wrote into segments worth keeping.
+
+Within a piece (piece-relative seconds), after decoding: segment ends pulled in to the voice the VAD
+heard (``tighten``), words attached to the segment whose tokens made them (``attach_words``), segments
+that are no words at all or lie outside every voice dropped (``keep``), a repetition loop collapsed
+(``drop_repeats``). The decode stage applies them through ``clean`` (the coverage check needs the
+cleaned segments to see what text covers); stitch.py applies the rules across pieces. Every word's
+time goes through ``clamp_words``.
+
+Pure functions on ``records`` (no torch, no model): tests/test_segments.py checks them on hand-made input.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import vad
+from .records import RawSegment, Word
+
+_NON_SPEECH = re.compile(r"^\s*([\[\(][^\]\)]*[\]\)]\s*)+$")
+
+
+def is_non_speech_text(text: str) -> bool:
+    """Whisper's ways of saying 'no words here': empty, only symbols (♪ ...), or only [bracketed] notes."""
+    return not any(c.isalnum() for c in text) or bool(_NON_SPEECH.match(text))
+
+
+def clamp_words(words: list[Word], start_s: float, end_s: float, offset_s: float = 0.0) -> list[Word]:
+    """Words shifted by ``offset_s``, each inside [start_s, end_s], in order (a word starts no earlier than
+    the one before it ended), times rounded to the millisecond."""
+    out: list[Word] = []
+    for w in words:
+        start = min(max(w.start_s + offset_s, start_s, out[-1].end_s if out else start_s), end_s)
+        end = min(max(w.end_s + offset_s, start), end_s)
+        out.append(Word(w.word, round(start, 3), round(end, 3), w.probability))
+    return out
+
+
+def shifted(seg: RawSegment, offset_s: float) -> RawSegment:
+    """A clip's segment in its piece's time."""
+    words = (
+        None
+        if seg.words is None
+        else [
+            Word(w.word, round(w.start_s + offset_s, 3), round(w.end_s + offset_s, 3), w.probability) for w in seg.words
+        ]
+    )
+    return RawSegment(
+        round(seg.start_s + offset_s, 3), round(seg.end_s + offset_s, 3), seg.text, seg.n_tokens, words, seg.ids
+    )
+
+
+def tighten(segments: list[RawSegment], speech: list[tuple[float, float]] | None) -> None:
+    """Pull each segment's ends in to the voice it covers (Whisper's timestamps often include the silence
+    around the words)."""
+    if speech is None:
+        return
+    for seg in segments:
+        seg.start_s, seg.end_s = vad.tighten(seg.start_s, seg.end_s, speech)
+
+
+def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
+    """Give each segment the words made of its own tokens (matched by their characters, in order),
+    timed inside the segment and monotonic."""
+    text_words = iter(w for w in words if w.word.strip())
+    pending: Word | None = None
+    for seg in segments:
+        mine: list[Word] = []
+        target = "".join(seg.text.split())
+        have = ""
+        while len(have) < len(target):
+            w = pending or next(text_words, None)
+            pending = None
+            if w is None:
+                break
+            piece = "".join(w.word.split())
+            if have and not target.startswith(have + piece):
+                pending = w
+                break
+            have += piece
+            mine.append(w)
+        seg.words = clamp_words(mine, seg.start_s, seg.end_s)
+
+
+def keep(seg: RawSegment, speech: list[tuple[float, float]] | None) -> bool:
+    """Words (not only symbols or [notes]) where the VAD heard a voice (when it listened)."""
+    return not is_non_speech_text(seg.text) and (speech is None or vad.overlaps(seg.start_s, seg.end_s, speech))
+
+
+def drop_repeats(segments: list[RawSegment], window: int = 4) -> list[RawSegment]:
+    """Collapse a repetition loop: a segment whose text equals one of the last few kept ones goes."""
+    kept: list[RawSegment] = []
+    for seg in segments:
+        key = seg.text.strip().lower()
+        if key not in (k.text.strip().lower() for k in kept[-window:]):
+            kept.append(seg)
+    return kept
+
+
+def clean(
+    segments: list[RawSegment], words: list[Word] | None, speech: list[tuple[float, float]] | None, looped: bool
+) -> list[RawSegment]:
+    """The rest of the clean-up once word timings are known (segments already tightened): words attached,
+    non-speech and voiceless segments dropped, repeats collapsed when the piece looped."""
+    if words is not None:
+        attach_words(segments, words)
+    kept = [s for s in segments if keep(s, speech)]
+    return drop_repeats(kept) if looped else kept

@@ -1,0 +1,89 @@
+"""Fast tests (no model) of segment making and clean-up on hand-made input: Whisper's segment split
+against transformers' own, words attached and clamped, non-speech and voiceless segments dropped."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from transformers.models.whisper.generation_whisper import WhisperGenerationMixin
+
+from pipeline.decode.generate import split_segments
+from pipeline.records import RawSegment, Word
+from pipeline.segments import attach_words, clamp_words, clean
+
+TS = 50364  # <|0.00|>
+
+
+def _random_pass(rng: random.Random) -> list[int]:
+    """A pass as Whisper writes one: timestamp pairs around text, ending in one or two timestamps or in text."""
+    seq, t = [], rng.randrange(0, 100)
+    for _ in range(rng.randrange(0, 5)):
+        seq += [TS + t, *(rng.randrange(0, 50000) for _ in range(rng.randrange(1, 6)))]
+        t += rng.randrange(1, 300)
+        seq.append(TS + min(t, 1500))
+    ending = rng.choice(["pair", "single", "text", "none"])
+    if ending == "pair" and seq:
+        seq.append(seq[-1])
+    elif ending == "text":
+        seq += [rng.randrange(0, 50000) for _ in range(rng.randrange(1, 4))]
+    return seq or [rng.randrange(0, 50000)]
+
+
+def test_segments_and_seek_are_transformers_own():
+    rng = random.Random(0)
+    for _ in range(500):
+        seq, offset_s, window = _random_pass(rng), rng.choice([0.0, 12.34]), rng.choice([3000, 1234])
+        ours, moved = split_segments(seq, TS, offset_s, window)
+        theirs, their_move = WhisperGenerationMixin._retrieve_segment(
+            torch.tensor(seq),
+            [{}],
+            torch.tensor([offset_s], dtype=torch.float64),
+            TS,
+            torch.tensor([window]),
+            0.02,
+            0.01,
+            2,
+            0,
+            0,
+            False,
+            torch.zeros(1, 3),
+        )
+        assert [s["tokens"] for s in ours] == [s["tokens"].tolist() for s in theirs], seq
+        for a, b in zip(ours, theirs):
+            assert abs(a["start"] - float(b["start"])) < 1e-9 and abs(a["end"] - float(b["end"])) < 1e-9, seq
+        assert moved == int(their_move), seq
+
+
+def test_clamped_words_stay_inside_their_segment_in_order():
+    words = [Word(" a", -0.5, 0.2, 0.9), Word(" b", 0.1, 0.15, 0.9), Word(" c", 0.3, 9.0, 0.9)]
+    out = clamp_words(words, 0.0, 2.0, offset_s=0.0004)
+    assert [(w.start_s, w.end_s) for w in out] == [(0.0, 0.2), (0.2, 0.2), (0.3, 2.0)]
+    assert all(a.end_s <= b.start_s for a, b in zip(out, out[1:]))
+
+
+def test_words_go_to_the_segment_whose_text_they_spell():
+    segments = [RawSegment(0.0, 1.0, "Hello there."), RawSegment(1.5, 3.0, "General Kenobi!")]
+    words = [
+        Word(" Hello", 0.0, 0.4, 0.9),
+        Word(" there.", 0.4, 1.2, 0.9),
+        Word(" General", 1.1, 2.0, 0.8),
+        Word(" Ken", 2.0, 2.4, 0.7),
+        Word("obi!", 2.4, 2.9, 0.7),
+    ]
+    attach_words(segments, words)
+    assert [[w.word for w in s.words] for s in segments] == [[" Hello", " there."], [" General", " Ken", "obi!"]]
+    assert segments[0].words[-1].end_s == 1.0 and segments[1].words[0].start_s == 1.5  # clamped into each segment
+
+
+def test_clean_drops_non_speech_and_voiceless_segments_and_collapses_loops_only_when_asked():
+    speech = [(0.0, 4.0)]
+    segments = [
+        RawSegment(0.0, 1.0, "one"),
+        RawSegment(1.0, 2.0, "♪ ♪"),
+        RawSegment(2.0, 3.0, "one"),
+        RawSegment(10.0, 11.0, "far from any voice"),
+    ]
+    assert [s.text for s in clean(list(segments), None, speech, looped=False)] == ["one", "one"]
+    assert [s.text for s in clean(list(segments), None, speech, looped=True)] == ["one"]
+    assert [s.text for s in clean(list(segments), None, None, looped=False)] == ["one", "one", "far from any voice"]
