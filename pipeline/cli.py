@@ -24,36 +24,45 @@ from .workers import MAX_ATTEMPTS
 DEFAULT_JOB_DIR = "podscribe-manifests"
 DTYPES = ("auto", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+# Flags (and job-file keys) whose defaults are the option dataclasses' own: one source for each default.
+FROM_OPTIONS = {
+    **{
+        key: (DecodeOptions, key)
+        for key in (
+            "batch_size",
+            "language",
+            "task",
+            "vad",
+            "no_speech_threshold",
+            "logprob_threshold",
+            "compression_ratio_threshold",
+            "vad_threshold",
+            "initial_prompt",
+            "hotwords",
+            "languages",
+            "language_mode",
+            "coverage",
+            "fallback_beams",
+        )
+    },
+    "min_piece": (CutOptions, "min_s"),
+    "max_piece": (CutOptions, "max_s"),
+}
 DEFAULTS = {
-    "model": None,
+    "model": None,  # the runtime's default (models/load.py)
     "assistant": "default",
     "device": "auto",
     "dtype": "auto",
-    "batch_size": 4,
-    "language": None,
-    "task": "transcribe",
-    "min_piece": 15.0,
-    "max_piece": 30.0,
     "cache_dir": None,
     "subtitles": [],
-    "word_timestamps": None,
+    "word_timestamps": None,  # on when subtitles are asked for
     "output_dir": None,
-    "vad": True,
-    "no_speech_threshold": DecodeOptions.no_speech_threshold,
-    "logprob_threshold": DecodeOptions.logprob_threshold,
-    "compression_ratio_threshold": DecodeOptions.compression_ratio_threshold,
     "threads": None,
-    "vad_threshold": DecodeOptions.vad_threshold,
-    "initial_prompt": None,
-    "hotwords": None,
-    "languages": None,
-    "language_mode": "piece",
-    "coverage": DecodeOptions.coverage,
-    "fallback_beams": DecodeOptions.fallback_beams,
     "workers": None,
     "engine": "local",
     "address": None,
     "max_attempts": MAX_ATTEMPTS,
+    **{key: getattr(cls, name) for key, (cls, name) in FROM_OPTIONS.items()},
 }
 # Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
 CUE_FLAGS = {

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import UsageProblem
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the same parser, packaged
@@ -57,8 +59,8 @@ KEYS = {
 }
 
 
-class JobFileError(ValueError):
-    pass
+class JobFileError(UsageProblem):
+    """A job file that cannot be read or names unknown keys."""
 
 
 def load(path: Path) -> dict:
