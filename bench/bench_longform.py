@@ -115,6 +115,10 @@ def run_podscribe(
                 "n_pieces": len(ps),
                 "skipped": {k: sum(1 for p in ps if p["skipped"] == k) for k in {p["skipped"] for p in ps} if k},
                 "non_en_pieces": sum(1 for lang in langs if lang != "en"),
+                # what the second chances cost: their share of the main model's decoder calls
+                "redecode_call_share": round(
+                    sum(p["redecode_calls"] or 0 for p in ps) / max(1, sum(p["main_calls"] for p in ps)), 3
+                ),
                 "redecodes": [
                     {
                         "piece": p["piece"],

@@ -29,6 +29,7 @@ class DecodeStats:
     drafted: int = 0  # draft tokens proposed for this piece
     accepted: int = 0  # of those, kept (each equal to the main model's own choice)
     passes: int = 0  # decoding passes over the piece (transformers' seek rule may add a second)
+    redecode_calls: int = 0  # of main_calls, those spent on second chances (fallback, uncovered speech)
 
     def add(self, more: DecodeStats) -> None:
         for name, value in vars(more).items():

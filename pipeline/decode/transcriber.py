@@ -195,6 +195,7 @@ class Transcriber:
                     )
                 )
                 r.stats.main_calls += again.stats.main_calls
+                r.stats.redecode_calls += again.stats.main_calls
                 if keep:
                     generated[i], best = again, candidate
                     r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
@@ -266,7 +267,7 @@ class Transcriber:
                 r.redecodes.append(
                     Redecode(round(lo, 3), round(hi, 3), "uncovered speech", [t for s in new for t in s.ids])
                 )
-                r.stats.add(DecodeStats(**{**vars(sub.stats), "passes": 0}))  # passes count the piece's own
+                r.stats.add(replace(sub.stats, passes=0, redecode_calls=sub.stats.main_calls))  # passes: the piece's own
                 if new:
                     r.segments = recover.merge(r.segments, new)
                     progress = True
