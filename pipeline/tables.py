@@ -94,7 +94,7 @@ PIECES_SCHEMA = pa.schema(
         ("drafted", pa.int32()),
         ("accepted", pa.int32()),
         ("passes", pa.int32()),
-    ("redecode_calls", pa.int32()),  # of main_calls, those spent on second chances (null: written before it)
+        ("redecode_calls", pa.int32()),  # of main_calls, those spent on second chances (null: written before it)
         # second chances (decode/recover.py): piece-relative span, why, the text token ids kept from it
         (
             "redecodes",

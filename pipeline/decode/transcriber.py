@@ -267,7 +267,8 @@ class Transcriber:
                 r.redecodes.append(
                     Redecode(round(lo, 3), round(hi, 3), "uncovered speech", [t for s in new for t in s.ids])
                 )
-                r.stats.add(replace(sub.stats, passes=0, redecode_calls=sub.stats.main_calls))  # passes: the piece's own
+                # a clip's calls are all second-chance calls; passes count the piece's own
+                r.stats.add(replace(sub.stats, passes=0, redecode_calls=sub.stats.main_calls))
                 if new:
                     r.segments = recover.merge(r.segments, new)
                     progress = True
