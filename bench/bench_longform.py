@@ -138,21 +138,6 @@ def run_podscribe(
 # -- faster-whisper ------------------------------------------------------------------
 
 
-def ct2_base_dir(folder: Path) -> Path:
-    """podscribe's offline `base` as a CTranslate2 dir faster-whisper can load (model.bin parts joined)."""
-    parts, meta = registry._offline_files(registry.OFFLINE_MODELS["base"])
-    out = folder / "ct2-base"
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "model.bin", "wb") as f:
-        for p in parts:
-            with open(p, "rb") as src:
-                shutil.copyfileobj(src, f, 1 << 20)
-    for name in ("config.json", "tokenizer.json", "vocabulary.json", "vocabulary.txt", "preprocessor_config.json"):
-        if (meta / name).is_file():
-            shutil.copy(meta / name, out / name)
-    return out
-
-
 def run_faster_whisper(model, files: dict[str, Path], temperature, language: str | None) -> dict:
     out = {"episodes": {}}
     for name, path in files.items():
@@ -322,7 +307,10 @@ def main() -> None:
             from faster_whisper import WhisperModel
 
             model = WhisperModel(
-                str(ct2_base_dir(tmp)), device="cpu", compute_type="int8", cpu_threads=os.cpu_count() or 2
+                str(registry.ct2_directory("base", tmp)),
+                device="cpu",
+                compute_type="int8",
+                cpu_threads=os.cpu_count() or 2,
             )
             for label, temperature in [("fw int8 greedy", 0.0), ("fw int8 fallback", list(FW_DEFAULT_TEMPERATURES))]:
                 print(f"{label} ...", flush=True)

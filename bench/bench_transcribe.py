@@ -98,18 +98,6 @@ def podscribe_long(models: Models, mp3: Path, folder: Path):
     return wall, " ".join(r["text"] for r in rows)
 
 
-def ct2_dir(folder: Path) -> Path:
-    parts, meta = registry._offline_files(registry.OFFLINE_MODELS["base"])
-    out = folder / "ct2-base"
-    out.mkdir(exist_ok=True)
-    with open(out / "model.bin", "wb") as f:
-        for p in parts:
-            f.write(p.read_bytes())
-    for name in ("config.json", "tokenizer.json", "vocabulary.json"):
-        shutil.copy(meta / name, out / name)
-    return out
-
-
 def faster_whisper_runs(model_dir: Path, compute_type: str, clips, mp3: Path):
     from faster_whisper import WhisperModel
 
@@ -154,7 +142,7 @@ def main() -> None:
         cw, hyps = podscribe_clips(models, clips, bs)
         lw, long_hyp = podscribe_long(models, mp3, folder)
         rows.append((label, cw, wer(refs, hyps), lw, wer([long_ref], [long_hyp])))
-    model_dir = ct2_dir(folder)
+    model_dir = registry.ct2_directory("base", folder)
     for compute_type in ("int8", "float32"):
         cw, hyps, lw, long_hyp = faster_whisper_runs(model_dir, compute_type, clips, mp3)
         rows.append(

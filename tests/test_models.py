@@ -29,25 +29,10 @@ def _ct2_tokens(ct2_dir, features: np.ndarray, prompt: list[int]) -> list[int]:
     return result[0].sequences_ids[0]
 
 
-def _ct2_dir_of(alias: str, tmp_path):
-    parts, meta = registry._offline_files(registry.OFFLINE_MODELS[alias])
-    if len(parts) == 1:
-        return meta
-    whole = tmp_path / alias
-    whole.mkdir()
-    with open(whole / "model.bin", "wb") as out:
-        for p in parts:
-            out.write(p.read_bytes())
-    for name in ("config.json", "tokenizer.json", "vocabulary.json", "vocabulary.txt"):
-        if (meta / name).exists():
-            shutil.copy(meta / name, whole / name)
-    return whole
-
-
 @pytest.mark.parametrize("alias", ["tiny.en", "base"])
 def test_converted_greedy_tokens_equal_ctranslate2(alias, english_human, cache_dir, runtime, tmp_path):
     models = load_models(alias, "none", runtime, cache_dir)
-    ct2_dir = _ct2_dir_of(alias, tmp_path)
+    ct2_dir = registry.ct2_directory(alias, tmp_path)
     gen = models.main.generation_config
     prompt = [gen.decoder_start_token_id]
     if gen.is_multilingual:

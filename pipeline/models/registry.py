@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,28 @@ def _offline_files(model: OfflineModel) -> tuple[list[Path], Path]:
     if not parts or meta is None:
         raise ModelUnavailable(f"offline model {model.alias!r}: its packages carry no model.bin/config.json")
     return parts, meta
+
+
+def ct2_directory(alias: str, folder: Path) -> Path:
+    """An offline model as one CTranslate2 directory that ctranslate2 and faster-whisper load (its model.bin
+    parts joined into ``folder/<alias>``; the package's own folder when it holds one whole model.bin). The
+    tests and benchmarks run the peer on the very weights podscribe converts."""
+    parts, meta = _offline_files(OFFLINE_MODELS[alias])
+    if len(parts) == 1:
+        return meta
+    out = Path(folder) / alias
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "model.bin").is_file():
+        tmp = out / "model.bin.tmp"
+        with open(tmp, "wb") as f:
+            for part in parts:
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, f, 1 << 20)
+        tmp.replace(out / "model.bin")
+    for name in ("config.json", "tokenizer.json", "vocabulary.json", "vocabulary.txt", "preprocessor_config.json"):
+        if (meta / name).is_file():
+            shutil.copy(meta / name, out / name)
+    return out
 
 
 def sha256_of(parts: list[Path]) -> str:
