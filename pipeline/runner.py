@@ -545,7 +545,7 @@ def run(
         registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
     try:
         transcriber = Transcriber(models, options.decode)
-        _decode_all(todo, job, transcriber, options, output_hash(config), stop, summary, seen)
+        _Worker(job, transcriber, options, output_hash(config), stop, summary, seen).decode_all(todo)
     finally:
         registration.__exit__()
     if options.subtitles:
@@ -610,110 +610,100 @@ def restart_job(root: Path, restart: bool) -> None:
             _restart(job, workers.live_workers(job.root))
 
 
-def _decode_all(
-    todo: list[Task],
-    job: JobDir,
-    transcriber: Transcriber,
-    options: JobOptions,
-    config_hash: str,
-    stop: threading.Event,
-    summary: JobSummary,
-    seen: dict[str, str | None],
-) -> None:
-    """Longest first; each file only under its claim. Files held by other workers are tried again after a
-    pass (their worker may have died), until a pass finds nothing to take."""
-    probed = {task.file_id: _probe(task) for task in todo}
-    durations = {key: 0.0 if isinstance(info, AudioError) else info.duration_s or 0.0 for key, info in probed.items()}
-    pending = sorted(todo, key=lambda task: -durations[task.file_id])
-    with tqdm(
-        total=round(sum(durations.values()) / 3600, 3),
-        unit="h",
-        desc="job",
-        disable=not options.progress,
-        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
-        position=0,
-    ) as job_bar:
-        looked_again = False
-        while pending:
-            busy = []
-            for task in pending:
-                if stop.is_set():  # a stop between files (short files end inside one batch)
-                    raise Interrupted()
-                held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
-                if held is None:
-                    busy.append(task)
-                    continue
-                _trace("claimed", task.file_id, held.deaths)
-                try:
-                    _decode_claimed(
-                        task,
-                        held,
-                        job,
-                        transcriber,
-                        options,
-                        config_hash,
-                        stop,
-                        summary,
-                        seen,
-                        probed[task.file_id],
-                        durations[task.file_id],
-                    )
-                finally:
-                    held.release()
-                job_bar.update(round(durations[task.file_id] / 3600, 3))
-            if len(busy) < len(pending):
-                looked_again = False
-            elif looked_again:  # held twice in a row: their workers are at them
-                summary.elsewhere = len(busy)
-                return
-            else:  # once more after a moment: `podscribe status` may have been testing a lock just then
-                looked_again = True
-                time.sleep(0.5)
-            pending = busy
+@dataclass
+class _Worker:
+    """What one worker's loop over the job's files needs, planned once."""
 
+    job: JobDir
+    transcriber: Transcriber
+    options: JobOptions
+    config_hash: str
+    stop: threading.Event
+    summary: JobSummary
+    seen: dict[str, str | None]  # per file, the finished_at of its row as planned
 
-def _decode_claimed(
-    task: Task,
-    held: workers.Claim,
-    job: JobDir,
-    transcriber: Transcriber,
-    options: JobOptions,
-    config_hash: str,
-    stop: threading.Event,
-    summary: JobSummary,
-    seen: dict[str, str | None],
-    probed: audio.AudioInfo | AudioError,
-    duration_s: float,
-) -> None:
-    # Another worker wrote its row after this one planned. (A row as planned is not a reason to skip: a done
-    # row whose segments table was damaged is planned to be redone.)
-    row = job.file_row(task.file_id)
-    if row is not None and row.get("finished_at") != seen.get(task.file_id):
-        summary.by_others += 1
-        held.finish()
-        return
-    with tqdm(
-        total=round(duration_s, 1),
-        unit="s",
-        desc=task.refs[0].path.name[:40],
-        leave=False,
-        disable=not options.progress,
-        position=1,
-        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]",
-    ) as file_bar:
-        ctx = FileContext(
-            task, transcriber, options.cut, job, stop, probed, file_bar, options.checkpoint_pieces, config_hash
-        )
-        if held.deaths >= options.max_attempts:
-            _poisoned(ctx, held.deaths, summary)
+    def decode_all(self, todo: list[Task]) -> None:
+        """Longest first; each file only under its claim. Files held by other workers are tried again after a
+        pass (their worker may have died), until a pass finds nothing to take."""
+        job, summary = self.job, self.summary
+        probed = {task.file_id: _probe(task) for task in todo}
+        durations = {k: 0.0 if isinstance(info, AudioError) else info.duration_s or 0.0 for k, info in probed.items()}
+        pending = sorted(todo, key=lambda task: -durations[task.file_id])
+        with tqdm(
+            total=round(sum(durations.values()) / 3600, 3),
+            unit="h",
+            desc="job",
+            disable=not self.options.progress,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
+            position=0,
+        ) as job_bar:
+            looked_again = False
+            while pending:
+                busy = []
+                for task in pending:
+                    if self.stop.is_set():  # a stop between files (short files end inside one batch)
+                        raise Interrupted()
+                    held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
+                    if held is None:
+                        busy.append(task)
+                        continue
+                    _trace("claimed", task.file_id, held.deaths)
+                    try:
+                        self.decode_claimed(task, held, probed[task.file_id], durations[task.file_id])
+                    finally:
+                        held.release()
+                    job_bar.update(round(durations[task.file_id] / 3600, 3))
+                if len(busy) < len(pending):
+                    looked_again = False
+                elif looked_again:  # held twice in a row: their workers are at them
+                    summary.elsewhere = len(busy)
+                    return
+                else:  # once more after a moment: `podscribe status` may have been testing a lock just then
+                    looked_again = True
+                    time.sleep(0.5)
+                pending = busy
+
+    def decode_claimed(
+        self, task: Task, held: workers.Claim, probed: audio.AudioInfo | AudioError, duration_s: float
+    ) -> None:
+        # Another worker wrote its row after this one planned. (A row as planned is not a reason to skip: a
+        # done row whose segments table was damaged is planned to be redone.)
+        row = self.job.file_row(task.file_id)
+        if row is not None and row.get("finished_at") != self.seen.get(task.file_id):
+            self.summary.by_others += 1
             held.finish()
             return
-        try:
-            _run_one(ctx, summary)
-        except BaseException:
-            held.give_back()  # the worker lives: a clean stop or a full disk is no death
-            raise
-        held.finish()
+        options = self.options
+        with tqdm(
+            total=round(duration_s, 1),
+            unit="s",
+            desc=task.refs[0].path.name[:40],
+            leave=False,
+            disable=not options.progress,
+            position=1,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]",
+        ) as file_bar:
+            ctx = FileContext(
+                task,
+                self.transcriber,
+                options.cut,
+                self.job,
+                self.stop,
+                probed,
+                file_bar,
+                options.checkpoint_pieces,
+                self.config_hash,
+            )
+            if held.deaths >= options.max_attempts:
+                _poisoned(ctx, held.deaths, self.summary)
+                held.finish()
+                return
+            try:
+                _run_one(ctx, self.summary)
+            except BaseException:
+                held.give_back()  # the worker lives: a clean stop or a full disk is no death
+                raise
+            held.finish()
 
 
 def _poisoned(ctx: FileContext, deaths: int, summary: JobSummary) -> None:
