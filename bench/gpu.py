@@ -1,0 +1,260 @@
+"""The GPU path, measured in one prepared run: what each step costs, what speculation would gain, and
+whether half precision keeps speculative output identical to the main model alone.
+
+    bash bench/gpu.sh                      # on a CUDA machine: under 8 minutes on one H200
+    .venv/bin/python bench/gpu.py --tiny   # anywhere: the same steps on tiny shapes (a smoke test)
+
+No downloads and no audio stage: models with large-v3's shapes (the main model) and distil-large-v3's
+decoder (a 2-layer decoder-only draft reading the main encoder's output, as podscribe runs
+distil-large-v3 as an assistant), random weights, Whisper's real generation config (bench/data). The
+projection to the vocabulary is scaled up so that random logits are as decided as a trained model's
+(near-ties would otherwise make every identity count meaningless). What it prints (and writes as JSON to
+--out):
+
+1. per-step costs of podscribe's decoder (``KVCacheDecoder``): the main model scoring 1..16 positions per
+   row (a verify pass of k+1), the draft's one-token step, at batch 1/2/4/8; the encoder per batch;
+2. what speculation would gain at draft agreement a = 0.5 .. 0.9 with those costs (``DraftPolicy``'s model:
+   E(k) = (1 - a^(k+1)) / (1 - a) tokens per round of k draft steps and one verify of k+1), best k each;
+3. token identity in fp16 and bf16: greedy with a draft that mostly agrees (the main decoder with small
+   noise) against greedy alone, rows compared token for token, at batch 1/4/8;
+4. throughput of plain and speculative generation (64 tokens per row) over 32 pieces at batch 1/4/8.
+
+Random weights say nothing about accuracy, and their agreement with a noisy copy is not distil's: the
+acceptance rate to read section 2 with comes from CPU runs with real weights (bench/bench_speculative.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from transformers import GenerationConfig, WhisperConfig, WhisperForCausalLM, WhisperForConditionalGeneration
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.decode.kv_cache import KVCacheDecoder  # noqa: E402
+from pipeline.decode.rules import WhisperRules  # noqa: E402
+from pipeline.decode.speculative import DraftPolicy, greedy  # noqa: E402
+from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+LARGE_V3 = {"d_model": 1280, "layers": 32, "heads": 20, "ffn": 5120, "mels": 128}
+TINY = {"d_model": 64, "layers": 2, "heads": 4, "ffn": 128, "mels": 80}
+BATCHES = (1, 2, 4, 8)
+LOGIT_SCALE = 8.0
+
+
+def build(shape: dict, draft_layers: int, device, dtype, seed: int = 0):
+    gen = GenerationConfig.from_dict(json.loads((HERE / "data" / "whisper_generation_config.json").read_text()))
+    config = WhisperConfig(
+        vocab_size=51865,
+        d_model=shape["d_model"],
+        encoder_layers=shape["layers"],
+        decoder_layers=shape["layers"],
+        encoder_attention_heads=shape["heads"],
+        decoder_attention_heads=shape["heads"],
+        encoder_ffn_dim=shape["ffn"],
+        decoder_ffn_dim=shape["ffn"],
+        num_mel_bins=shape["mels"],
+        decoder_start_token_id=gen.decoder_start_token_id,
+        eos_token_id=gen.eos_token_id,
+        pad_token_id=gen.pad_token_id,
+        bos_token_id=gen.bos_token_id,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(seed)
+    with torch.device(device):
+        main = WhisperForConditionalGeneration(config).to(dtype).eval()
+    with torch.no_grad():
+        main.proj_out.weight.mul_(LOGIT_SCALE)  # tied to the embedding: tokens are embedded larger too
+    main.generation_config = gen
+    draft_config = copy.deepcopy(config)
+    draft_config.is_encoder_decoder = False
+    draft_config.decoder_layers = draft_layers
+    with torch.device(device):
+        draft = WhisperForCausalLM(draft_config).to(dtype).eval()
+    with torch.no_grad():  # distil's decoder: the main's first and last layers, its embeddings and projection
+        keep = [0, shape["layers"] - 1][:draft_layers]
+        for mine, theirs in zip(draft.model.decoder.layers, keep):
+            mine.load_state_dict(main.model.decoder.layers[theirs].state_dict())
+        draft.model.decoder.embed_tokens.weight.copy_(main.model.decoder.embed_tokens.weight)
+        draft.model.decoder.embed_positions.weight.copy_(main.model.decoder.embed_positions.weight)
+        draft.model.decoder.layer_norm.load_state_dict(main.model.decoder.layer_norm.state_dict())
+        draft.proj_out.weight.copy_(main.proj_out.weight)
+    return main, draft
+
+
+def noisy_copy(main, scale: float, seed: int):
+    """A decoder-only draft: the main decoder with noise (agrees mostly, not always)."""
+    config = copy.deepcopy(main.config)
+    config.is_encoder_decoder = False
+    with torch.device(main.device):
+        draft = WhisperForCausalLM(config).to(main.dtype).eval()
+    draft.model.decoder.load_state_dict(main.model.decoder.state_dict())
+    draft.proj_out.weight = torch.nn.Parameter(main.proj_out.weight.detach().clone())
+    g = torch.Generator(device=main.device).manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.model.decoder.layers.parameters():
+            p.add_(torch.randn(p.shape, generator=g, device=p.device, dtype=p.dtype) * scale)
+    return draft
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device, repeat: int = 5) -> float:
+    fn()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    sync(device)
+    return (time.perf_counter() - start) / repeat
+
+
+@torch.inference_mode()
+def step_costs(main, draft, features, device) -> dict:
+    out = {"encoder_s": {}, "verify_s": {}, "draft_step_s": {}}
+    main_dec, draft_dec = KVCacheDecoder(main), KVCacheDecoder(draft, exact=False)
+    for b in BATCHES:
+        feats = features[:b]
+        out["encoder_s"][b] = timed(lambda f=feats: main.get_encoder()(f), device, repeat=3)
+        encoded = main.get_encoder()(feats).last_hidden_state
+        prefix = torch.full((b, 64), 440, dtype=torch.long, device=device)  # 64 tokens already in the cache
+        main_dec.start(encoded, 128)
+        main_dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
+        start = torch.full((b,), 64, dtype=torch.long, device=device)
+        out["verify_s"][b] = {
+            q: timed(lambda q=q: main_dec.forward(prefix[:, :q], start), device) for q in (1, 2, 3, 4, 6, 8, 12, 16)
+        }
+        draft_dec.start(encoded, 128)
+        draft_dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
+        out["draft_step_s"][b] = timed(lambda: draft_dec.forward(prefix[:, :1], start), device)
+        main_dec.release()
+        draft_dec.release()
+    return out
+
+
+def gains(costs: dict) -> dict:
+    """Expected speed of speculation over plain decoding (per batch size and agreement a), best k."""
+    out = {}
+    for b in BATCHES:
+        verify, draft_step = costs["verify_s"][b], costs["draft_step_s"][b]
+        plain = verify[1]  # one token per main step
+        out[b] = {}
+        for a in (0.5, 0.6, 0.7, 0.8, 0.9):
+            best = max(
+                ((1 - a ** (k + 1)) / (1 - a) / (k * draft_step + verify[k + 1]) * plain, k)
+                for k in (1, 2, 3, 5, 7, 11, 15)
+                if k + 1 in verify
+            )
+            out[b][a] = {"speedup": round(best[0], 2), "k": best[1]}
+    return out
+
+
+@torch.inference_mode()
+def identity(main, features, device, dtype) -> dict:
+    """Rows where greedy with a mostly-agreeing draft differs from greedy alone, per batch size."""
+    model = main.to(dtype)
+    draft = noisy_copy(model, scale=0.02, seed=1)
+    tokens = Tokens.of(model.generation_config)
+    rules = WhisperRules(model.generation_config, model.config.vocab_size, True, device)
+    out = {}
+    for b in (1, 4, 8):
+        plain_rows, spec_rows, drafted, accepted = [], [], 0, 0
+        for at in range(0, features.shape[0], b):
+            feats = features[at : at + b].to(dtype)
+            encoded = model.get_encoder()(feats).last_hidden_state
+            prompts = torch.tensor([tokens.prompt("en")] * feats.shape[0], device=device)
+            results = []
+            for use_draft in (False, True):
+                main_dec = KVCacheDecoder(model)
+                main_dec.start(encoded, 128 + 20)
+                draft_dec = None
+                if use_draft:
+                    draft_dec = KVCacheDecoder(draft, exact=False)
+                    draft_dec.start(encoded, 128 + 20)
+                results.append(greedy(main_dec, prompts, rules, 3 + 64, draft_dec, DraftPolicy()))
+            plain_rows += results[0].tokens
+            spec_rows += results[1].tokens
+            drafted += sum(s.drafted for s in results[1].stats)
+            accepted += sum(s.accepted for s in results[1].stats)
+        differ = sum(p != s for p, s in zip(plain_rows, spec_rows))
+        out[b] = {"rows": len(plain_rows), "rows_differing": differ, "acceptance": round(accepted / max(1, drafted), 3)}
+    return out
+
+
+@torch.inference_mode()
+def throughput(main, draft, features, device) -> dict:
+    tokens = Tokens.of(main.generation_config)
+    rules = WhisperRules(main.generation_config, main.config.vocab_size, True, device)
+    out = {}
+    for b in (1, 4, 8):
+        for label, use_draft in (("plain", False), ("speculative", True)):
+
+            def run(b=b, use_draft=use_draft):
+                made = 0
+                for at in range(0, features.shape[0], b):
+                    feats = features[at : at + b]
+                    encoded = main.get_encoder()(feats).last_hidden_state
+                    prompts = torch.tensor([tokens.prompt("en")] * feats.shape[0], device=device)
+                    main_dec = KVCacheDecoder(main)
+                    main_dec.start(encoded, 128 + 20)
+                    draft_dec = None
+                    if use_draft:
+                        draft_dec = KVCacheDecoder(draft, exact=False)
+                        draft_dec.start(encoded, 128 + 20)
+                    made += sum(map(len, greedy(main_dec, prompts, rules, 3 + 64, draft_dec).tokens))
+                return made
+
+            start = time.perf_counter()
+            made = run()
+            sync(device)
+            wall = time.perf_counter() - start
+            out.setdefault(b, {})[label] = {"wall_s": round(wall, 3), "tokens_per_s": round(made / wall, 1)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--tiny", action="store_true", help="tiny shapes: a smoke test of every step")
+    parser.add_argument("--pieces", type=int, default=32)
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    shape = TINY if args.tiny else LARGE_V3
+    half = torch.float16 if device.type == "cuda" else torch.bfloat16
+    pieces = 8 if args.tiny else max(8, args.pieces)
+    report: dict = {"device": str(device), "shape": shape, "dtype": str(half)}
+    if device.type == "cuda":
+        report["gpu"] = torch.cuda.get_device_name(device)
+    t0 = time.perf_counter()
+    main_model, draft = build(shape, 2, device, half)
+    g = torch.Generator(device=device).manual_seed(0)
+    features = torch.randn(pieces, shape["mels"], WINDOW_MEL_FRAMES, generator=g, device=device).to(half)
+    report["step_costs"] = step_costs(main_model, draft, features[:8], device)
+    report["speculation_gain"] = gains(report["step_costs"])
+    print(json.dumps({"step_costs": report["step_costs"], "speculation_gain": report["speculation_gain"]}, indent=1))
+    report["throughput"] = throughput(main_model, draft, features, device)
+    print(json.dumps({"throughput": report["throughput"]}, indent=1), flush=True)
+    report["identity"] = {}
+    for dtype in (half, torch.bfloat16 if half == torch.float16 else torch.float32):
+        report["identity"][str(dtype)] = identity(main_model, features[:16].float(), device, dtype)
+        print(json.dumps({str(dtype): report["identity"][str(dtype)]}), flush=True)
+    report["wall_s"] = round(time.perf_counter() - t0, 1)
+    print(f"done in {report['wall_s']} s", flush=True)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The GPU checks of issue #13 in one command (bench/gpu.py says what they measure); nothing to download.
+# On the device machine:  run(command="bash bench/gpu.sh", timeout_s=540)  -> $OUT/gpu.json, $OUT/gpu.log
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=python3
+[ -x .venv/bin/python ] && PY=.venv/bin/python
+export PYTHONUNBUFFERED=1
+out=${OUT:-bench/out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
+timeout 480 $PY bench/gpu.py --out "$out/gpu.json" 2>&1 | tee "$out/gpu.log"
