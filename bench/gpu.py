@@ -132,11 +132,12 @@ def step_costs(main, draft, features, device) -> dict:
         main_dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
         start = torch.full((b,), 64, dtype=torch.long, device=device)
         out["verify_s"][b] = {
-            q: timed(lambda q=q: main_dec.forward(prefix[:, :q], start), device) for q in (1, 2, 3, 4, 6, 8, 12, 16)
+            q: timed(lambda q=q, p=prefix, s=start: main_dec.forward(p[:, :q], s), device)
+            for q in (1, 2, 3, 4, 6, 8, 12, 16)
         }
         draft_dec.start(encoded, 128)
         draft_dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
-        out["draft_step_s"][b] = timed(lambda: draft_dec.forward(prefix[:, :1], start), device)
+        out["draft_step_s"][b] = timed(lambda p=prefix, s=start: draft_dec.forward(p[:, :1], s), device)
         main_dec.release()
         draft_dec.release()
     return out
