@@ -320,7 +320,7 @@ def main() -> None:
         if args.job_dir is None:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            shutil.rmtree(tmp / "ct2-base", ignore_errors=True)
+            shutil.rmtree(tmp / "base", ignore_errors=True)  # the joined model.bin (registry.ct2_directory)
 
     scores = {label: score(scorer, longform, r) for label, r in results.items()}
     print()
