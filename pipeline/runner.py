@@ -316,7 +316,7 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     by_piece = {p.index: r for p, r in done}
     flags = {s.index: tables.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
     return (
-        tables.file_done(duration, done, segments, warnings, flags),
+        tables.file_done(duration, done, segments, warnings, language, flags),
         tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags),
         [tables.piece_row(ctx.file_id, p, r) for p, r in done],
     )

@@ -263,9 +263,11 @@ def file_done(
     done: list[tuple[Piece, PieceResult]],
     segments: list[Segment],
     warnings: list[str],
+    language: str | None,
     flags: dict[int, list[str]],
 ) -> dict:
-    """The outcome part of a files row for a decoded file: totals over its pieces."""
+    """The outcome part of a files row for a decoded file: totals over its pieces. ``language``: the file's
+    (``file_language``), which the caller already needed for the flags."""
     total = DecodeStats()
     for _, r in done:
         total.add(r.stats)
@@ -274,7 +276,7 @@ def file_done(
         "error": None,
         "warnings": "; ".join(warnings) or None,
         "duration_s": round(duration_s, 3),
-        "language": file_language(done),
+        "language": language,
         "n_pieces": len(done),
         "n_segments": len(segments),
         "n_words": sum(len(s.text.split()) for s in segments),

@@ -69,9 +69,6 @@ class Tokens:
             ids.append(self.no_timestamps)
         return ids
 
-    def is_text(self, token: int) -> bool:
-        return token < self.eot
-
 
 def _special(tokenizer, *names: str) -> int | None:
     for name in names:

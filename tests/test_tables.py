@@ -82,7 +82,7 @@ def test_segments_and_files_rows_have_every_column():
         "host:1",
     )
     done = tables.file_closed(
-        {**identity, **tables.file_done(107.0, [(PIECE, RESULT)], segments, [], flags)},
+        {**identity, **tables.file_done(107.0, [(PIECE, RESULT)], segments, [], "en", flags)},
         12.0,
         "2026-12-01T00:00:00+00:00",
         "plain",

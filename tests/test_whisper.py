@@ -41,4 +41,3 @@ def test_prompts_are_whispers():
     assert multi.timestamp_begin == 50364 and multi.prev_sot == 50361 and multi.no_speech is None
     english = Tokens.of(_config(False))
     assert english.prompt("de") == [50258] and english.prompt(None, timestamps=False) == [50258, 50363]
-    assert english.is_text(50256) and not english.is_text(english.eot) and not english.is_text(english.timestamp_begin)
