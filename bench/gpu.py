@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.decode.kv_cache import KVCacheDecoder  # noqa: E402
 from pipeline.decode.rules import WhisperRules  # noqa: E402
 from pipeline.decode.speculative import DraftPolicy, greedy  # noqa: E402
+from pipeline.models.load import decoder_only_assistant  # noqa: E402
 from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -91,12 +92,7 @@ def build(shape: dict, draft_layers: int, device, dtype, seed: int = 0):
 
 def noisy_copy(main, scale: float, seed: int):
     """A decoder-only draft: the main decoder with noise (agrees mostly, not always)."""
-    config = copy.deepcopy(main.config)
-    config.is_encoder_decoder = False
-    with torch.device(main.device):
-        draft = WhisperForCausalLM(config).to(main.dtype).eval()
-    draft.model.decoder.load_state_dict(main.model.decoder.state_dict())
-    draft.proj_out.weight = torch.nn.Parameter(main.proj_out.weight.detach().clone())
+    draft = decoder_only_assistant(main)
     g = torch.Generator(device=main.device).manual_seed(seed)
     with torch.no_grad():
         for p in draft.model.decoder.layers.parameters():
@@ -160,63 +156,51 @@ def gains(costs: dict) -> dict:
     return out
 
 
+NEW_TOKENS = 64  # per row: enough steps to time, short enough for the 8-minute budget
+
+
 @torch.inference_mode()
+def decode_all(model, main_dec, draft_dec, features, batch: int, device) -> list:
+    """Greedy decoding of every row of ``features`` in batches (speculative when ``draft_dec`` is given); the
+    decoders are built once by the caller and only restarted here."""
+    tokens = Tokens.of(model.generation_config)
+    rules = WhisperRules(model.generation_config, model.config.vocab_size, True, device)
+    prompt = tokens.prompt("en")
+    out = []
+    for at in range(0, features.shape[0], batch):
+        encoded = model.get_encoder()(features[at : at + batch].to(model.dtype)).last_hidden_state
+        prompts = torch.tensor([prompt] * encoded.shape[0], device=device)
+        main_dec.start(encoded, len(prompt) + NEW_TOKENS + 20)
+        if draft_dec is not None:
+            draft_dec.start(encoded, len(prompt) + NEW_TOKENS + 20)
+        out.append(greedy(main_dec, prompts, rules, len(prompt) + NEW_TOKENS, draft_dec, DraftPolicy()))
+    return out
+
+
 def identity(main, features, device, dtype) -> dict:
     """Rows where greedy with a mostly-agreeing draft differs from greedy alone, per batch size."""
     model = main.to(dtype)
-    draft = noisy_copy(model, scale=0.02, seed=1)
-    tokens = Tokens.of(model.generation_config)
-    rules = WhisperRules(model.generation_config, model.config.vocab_size, True, device)
+    main_dec, draft_dec = KVCacheDecoder(model), KVCacheDecoder(noisy_copy(model, scale=0.02, seed=1), exact=False)
     out = {}
     for b in (1, 4, 8):
-        plain_rows, spec_rows, drafted, accepted = [], [], 0, 0
-        for at in range(0, features.shape[0], b):
-            feats = features[at : at + b].to(dtype)
-            encoded = model.get_encoder()(feats).last_hidden_state
-            prompts = torch.tensor([tokens.prompt("en")] * feats.shape[0], device=device)
-            results = []
-            for use_draft in (False, True):
-                main_dec = KVCacheDecoder(model)
-                main_dec.start(encoded, 128 + 20)
-                draft_dec = None
-                if use_draft:
-                    draft_dec = KVCacheDecoder(draft, exact=False)
-                    draft_dec.start(encoded, 128 + 20)
-                results.append(greedy(main_dec, prompts, rules, 3 + 64, draft_dec, DraftPolicy()))
-            plain_rows += results[0].tokens
-            spec_rows += results[1].tokens
-            drafted += sum(s.drafted for s in results[1].stats)
-            accepted += sum(s.accepted for s in results[1].stats)
+        plain = decode_all(model, main_dec, None, features, b, device)
+        spec = decode_all(model, main_dec, draft_dec, features, b, device)
+        plain_rows = [row for d in plain for row in d.tokens]
+        spec_rows = [row for d in spec for row in d.tokens]
+        drafted = sum(s.drafted for d in spec for s in d.stats)
+        accepted = sum(s.accepted for d in spec for s in d.stats)
         differ = sum(p != s for p, s in zip(plain_rows, spec_rows))
         out[b] = {"rows": len(plain_rows), "rows_differing": differ, "acceptance": round(accepted / max(1, drafted), 3)}
     return out
 
 
-@torch.inference_mode()
 def throughput(main, draft, features, device) -> dict:
-    tokens = Tokens.of(main.generation_config)
-    rules = WhisperRules(main.generation_config, main.config.vocab_size, True, device)
+    main_dec, draft_dec = KVCacheDecoder(main), KVCacheDecoder(draft, exact=False)
     out = {}
     for b in (1, 4, 8):
-        for label, use_draft in (("plain", False), ("speculative", True)):
-
-            def run(b=b, use_draft=use_draft):
-                made = 0
-                for at in range(0, features.shape[0], b):
-                    feats = features[at : at + b]
-                    encoded = main.get_encoder()(feats).last_hidden_state
-                    prompts = torch.tensor([tokens.prompt("en")] * feats.shape[0], device=device)
-                    main_dec = KVCacheDecoder(main)
-                    main_dec.start(encoded, 128 + 20)
-                    draft_dec = None
-                    if use_draft:
-                        draft_dec = KVCacheDecoder(draft, exact=False)
-                        draft_dec.start(encoded, 128 + 20)
-                    made += sum(map(len, greedy(main_dec, prompts, rules, 3 + 64, draft_dec).tokens))
-                return made
-
+        for label, drafting in (("plain", None), ("speculative", draft_dec)):
             start = time.perf_counter()
-            made = run()
+            made = sum(len(row) for d in decode_all(main, main_dec, drafting, features, b, device) for row in d.tokens)
             sync(device)
             wall = time.perf_counter() - start
             out.setdefault(b, {})[label] = {"wall_s": round(wall, 3), "tokens_per_s": round(made / wall, 1)}

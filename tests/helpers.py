@@ -118,23 +118,23 @@ JOB_ARGS = ["--model", "tiny.en", "--batch-size", "1", "--min-piece", "5", "--ma
 VOLATILE = {"wall_s", "realtime_factor", "finished_at", "worker"}
 
 
-def start(out: Path, inputs: list[Path], cache_dir: Path, trace: Path | None = None, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir)}
+def start(
+    out: Path,
+    inputs: list[Path],
+    cache_dir: Path,
+    trace: Path | None = None,
+    *extra: str,
+    args: list[str] = JOB_ARGS,
+    env: dict | None = None,
+) -> subprocess.Popen:
+    """`podscribe transcribe` in its own process: ``args`` (the model and piece sizes), then ``extra``."""
+    full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), **(env or {})}
     if trace:
-        env["PODSCRIBE_TRACE"] = str(trace)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pipeline.cli",
-        "transcribe",
-        "--out",
-        str(out),
-        *JOB_ARGS,
-        *extra,
-        "--",
-        *map(str, inputs),
-    ]
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        full_env["PODSCRIBE_TRACE"] = str(trace)
+    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *args, *extra, "--"]
+    return subprocess.Popen(
+        [*cmd, *map(str, inputs)], cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:

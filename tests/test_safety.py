@@ -23,7 +23,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import REPO, ffmpeg, podscribe, write_wav
+from helpers import REPO, ffmpeg, podscribe, start, write_wav
 from pipeline import audio
 from pipeline.decode import DecodeOptions
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_DAMAGED_STATE, EXIT_SIGTERM, EXIT_STORAGE, EXIT_USAGE
@@ -171,20 +171,7 @@ def test_a_fifo_among_the_inputs_is_a_failed_row_not_a_hang(speech, cache_dir, t
 
 
 def _start(out: Path, inputs: list[Path], cache_dir: Path, trace: Path, *extra: str, env: dict | None = None):
-    full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PODSCRIBE_TRACE": str(trace), **(env or {})}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pipeline.cli",
-        "transcribe",
-        "--out",
-        str(out),
-        *TINY,
-        *extra,
-        "--",
-        *map(str, inputs),
-    ]
-    return subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start(out, inputs, cache_dir, trace, *extra, args=TINY, env=env)
 
 
 def _wait_for_trace(proc, trace: Path, timeout: float = 300) -> None:
