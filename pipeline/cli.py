@@ -15,6 +15,7 @@ import click
 from . import errors, jobfile
 from .audio import CutOptions
 from .decode.options import DecodeOptions
+from .diarize.options import BACKENDS, DiarizeOptions
 from .errors import PodscribeError
 from .export import FORMATS, CueRules
 from .languages import language_code
@@ -47,6 +48,10 @@ FROM_OPTIONS = {
     },
     "min_piece": (CutOptions, "min_s"),
     "max_piece": (CutOptions, "max_s"),
+    "num_speakers": (DiarizeOptions, "num_speakers"),
+    "min_speakers": (DiarizeOptions, "min_speakers"),
+    "max_speakers": (DiarizeOptions, "max_speakers"),
+    "diarizer": (DiarizeOptions, "backend"),
 }
 DEFAULTS = {
     "model": None,  # the runtime's default (models/load.py)
@@ -62,6 +67,7 @@ DEFAULTS = {
     "engine": "local",
     "address": None,
     "max_attempts": MAX_ATTEMPTS,
+    "diarize": False,
     **{key: getattr(cls, name) for key, (cls, name) in FROM_OPTIONS.items()},
 }
 # Cue layout flags (and job-file keys) -> CueRules fields; their defaults are CueRules' own.
@@ -72,6 +78,12 @@ CUE_FLAGS = {
     "max_duration": ("max_duration_s", float, "Longest cue, seconds."),
     "min_duration": ("min_duration_s", float, "Shortest cue, seconds."),
     "pause_split": ("pause_split_s", float, "A pause longer than this starts a new cue, seconds."),
+    "speaker_labels": (
+        "speakers",
+        bool,
+        "Speaker labels in subtitles and text when the job was diarized (VTT voice spans, SRT/TXT prefixes, "
+        "TSV column, JSON fields).",
+    ),
 }
 DEFAULTS.update({key: getattr(CueRules, field) for key, (field, _, _) in CUE_FLAGS.items()})
 
@@ -89,10 +101,11 @@ def cue_options(show_default: bool):
 
     def decorate(f):
         for key, (field, kind, text) in reversed(CUE_FLAGS.items()):
+            name = key.replace("_", "-")
             f = click.option(
-                f"--{key.replace('_', '-')}",
+                f"--{name}/--no-{name}" if kind is bool else f"--{name}",
                 key,
-                type=kind,
+                type=None if kind is bool else kind,
                 show_default=show_default,
                 default=getattr(CueRules, field) if show_default else None,
                 help=text,
@@ -310,6 +323,40 @@ def job_options(flags_default_none: bool):
             help="A file whose worker dies this many times in a row (killed, out of memory) without saving "
             "a batch becomes a failed row instead of being tried forever.",
         ),
+        click.option(
+            "--diarize/--no-diarize",
+            default=None,
+            help="Speaker labels: who said each segment and word (segments split where the speaker changes), "
+            "offline. Adding it to a finished job labels its files without decoding them again.",
+        ),
+        click.option(
+            "--num-speakers",
+            type=click.IntRange(1, 32),
+            default=None,
+            help="With --diarize: exactly this many speakers (default: estimated).",
+        ),
+        click.option(
+            "--min-speakers",
+            type=click.IntRange(1, 32),
+            default=d("min_speakers"),
+            show_default=show,
+            help="With --diarize: fewest speakers to look for.",
+        ),
+        click.option(
+            "--max-speakers",
+            type=click.IntRange(1, 32),
+            default=d("max_speakers"),
+            show_default=show,
+            help="With --diarize: most speakers to look for.",
+        ),
+        click.option(
+            "--diarizer",
+            type=click.Choice(BACKENDS),
+            default=d("diarizer"),
+            show_default=show,
+            help="ge2e: offline speaker embeddings + spectral clustering; pyannote: pyannote.audio's hub pipeline "
+            "(pip install 'podscribe[pyannote]', HF_TOKEN with its terms accepted).",
+        ),
         click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
         click.option("--restart", is_flag=True, help="Forget this job dir's results and start over."),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars (for cron)."),
@@ -423,6 +470,14 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             retry_failed=bool(flags.get("retry_failed")),
             restart=bool(flags.get("restart")),
             max_attempts=settings["max_attempts"],
+            diarize=DiarizeOptions(
+                num_speakers=settings["num_speakers"],
+                min_speakers=settings["min_speakers"],
+                max_speakers=settings["max_speakers"],
+                backend=settings["diarizer"],
+            )
+            if settings["diarize"]
+            else None,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -525,6 +580,7 @@ def _report(summary) -> None:
         f"missing (earlier results kept): {len(summary.missing)}" if summary.missing else "",
         f"with warnings: {len(summary.warnings)}" if summary.warnings else "",
         f"finished by other workers: {summary.by_others}" if summary.by_others else "",
+        f"given speaker labels: {summary.relabelled}" if summary.relabelled else "",
         f"being decoded by other workers: {summary.elsewhere}" if summary.elsewhere else "",
     ]
     click.echo(

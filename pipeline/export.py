@@ -96,6 +96,7 @@ class CueRules:
     min_gap_s: float = 2 / 24
     pause_split_s: float = 1.5
     max_lead_s: float = 0.3
+    speakers: bool = True  # a diarized job's labels in the files (cues never span a speaker change either way)
 
 
 @dataclass
@@ -104,6 +105,7 @@ class Cue:
     end_s: float
     lines: list[str]
     flags: list[str] = field(default_factory=list)  # the rules it breaks where no timing or merge could meet them
+    speaker: str | None = None  # its segment's, when the job was diarized
 
     @property
     def text(self) -> str:
@@ -377,11 +379,13 @@ def build_cues(
         blocks += [_Block(seg["segment"], group) for group in _cue_groups(words, rules)]
     end_ms = _ms_down(duration_s) if duration_s else None
     blocks, times = _repair(blocks, rules, end_ms)
+    speaker_of = {seg["segment"]: seg.get("speaker") if rules.speakers else None for seg in segments}
     cues = []
     for block, (start, end) in zip(blocks, times):
         texts = [w.text for w in block.words]
         lines = split_lines(texts, rules) or [" ".join(texts)]
-        cues.append(Cue(start / 1000, end / 1000, lines, _cue_flags(start, end, block.chars, rules)))
+        flags = _cue_flags(start, end, block.chars, rules)
+        cues.append(Cue(start / 1000, end / 1000, lines, flags, speaker_of.get(block.segment)))
     return cues, all_timed
 
 
@@ -399,10 +403,16 @@ def _clock(seconds: float, sep: str) -> str:
 PROPORTIONAL_NOTE = "timings of words inside segments are estimated in proportion to characters (no word timestamps)"
 
 
+def _speaker_changes(cues: list[Cue]) -> list[bool]:
+    return [c.speaker is not None and (i == 0 or cues[i - 1].speaker != c.speaker) for i, c in enumerate(cues)]
+
+
 def to_srt(cues: list[Cue]) -> str:
+    """A diarized cue whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices)."""
     blocks = [
-        f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n" + "\n".join(c.lines)
-        for i, c in enumerate(cues, 1)
+        f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n"
+        + "\n".join([f"[{c.speaker}] {c.lines[0]}", *c.lines[1:]] if changed else c.lines)
+        for i, (c, changed) in enumerate(zip(cues, _speaker_changes(cues)), 1)
     ]
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
@@ -415,28 +425,50 @@ def _vtt_escape(text: str) -> str:
 def to_vtt(cues: list[Cue], timed: bool = True) -> str:
     head = "WEBVTT\n\n" + ("" if timed else f"NOTE {PROPORTIONAL_NOTE}\n\n")
     blocks = [
-        f"{_clock(c.start_s, '.')} --> {_clock(c.end_s, '.')}\n" + "\n".join(map(_vtt_escape, c.lines)) for c in cues
+        f"{_clock(c.start_s, '.')} --> {_clock(c.end_s, '.')}\n"
+        + (f"<v {_vtt_escape(c.speaker)}>" if c.speaker else "")
+        + "\n".join(map(_vtt_escape, c.lines))
+        for c in cues
     ]
     return head + "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
-def to_txt(segments: list[dict]) -> str:
-    return "".join(s["text"].strip() + "\n" for s in sorted(segments, key=lambda s: s["segment"]))
+def _speaker(segment: dict, rules: CueRules) -> str | None:
+    return segment.get("speaker") if rules.speakers else None
 
 
-def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool) -> str:
+def to_txt(segments: list[dict], rules: CueRules = CueRules()) -> str:
+    """One segment a line; a diarized job's lines start with ``Speaker N: ``."""
+    return "".join(
+        (f"{_speaker(s, rules)}: " if _speaker(s, rules) else "") + s["text"].strip() + "\n"
+        for s in sorted(segments, key=lambda s: s["segment"])
+    )
+
+
+def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, rules: CueRules = CueRules()) -> str:
+    keys = ("segment", "start_s", "end_s", "text", "language", "flags", "words")
+    labelled = rules.speakers and any(s.get("speaker") for s in segments)
     doc = {
         "path": file_row["path"],
         "file_id": file_row["file_id"],
         "duration_s": file_row["duration_s"],
         "language": file_row["language"],
         "word_timings": "aligned" if timed else "proportional",
+        **(
+            {"speakers": sorted({s["speaker"] for s in segments if s.get("speaker")}, key=_speaker_order)}
+            if labelled
+            else {}
+        ),
         "segments": [
-            {k: s.get(k) for k in ("segment", "start_s", "end_s", "text", "language", "flags", "words")}
+            {k: s.get(k) for k in (*keys, "speaker") if labelled or k != "speaker"}
             for s in sorted(segments, key=lambda s: s["segment"])
         ],
-        "cues": [asdict(c) for c in cues],
+        "cues": [{k: v for k, v in asdict(c).items() if labelled or k != "speaker"} for c in cues],
     }
+    if not labelled:
+        for seg in doc["segments"]:
+            for w in seg["words"] or ():
+                w.pop("speaker", None)
     return json.dumps(doc, ensure_ascii=False, indent=1)
 
 
@@ -483,27 +515,37 @@ def export_job(
         cues, timed = build_cues(segments, rules, row["duration_s"])
         for fmt in formats:
             target = out_dir / f"{name}.{fmt}"
-            atomic_write_bytes(target, _render(fmt, {**row, "path": str(path)}, segments, cues, timed).encode("utf-8"))
+            text = _render(fmt, {**row, "path": str(path)}, segments, cues, timed, rules)
+            atomic_write_bytes(target, text.encode("utf-8"))
             written.append(target)
     return written
 
 
-def to_tsv(segments: list[dict]) -> str:
-    """openai-whisper's TSV: start and end in integer milliseconds, one segment a line."""
-    lines = ["start\tend\ttext"] + [
-        f"{round(1000 * s['start_s'])}\t{round(1000 * s['end_s'])}\t{s['text'].strip().replace(chr(9), ' ')}"
+def _speaker_order(name: str) -> tuple[int, str]:
+    number = name.rsplit(" ", 1)[-1]
+    return (int(number), name) if number.isdigit() else (1 << 30, name)
+
+
+def to_tsv(segments: list[dict], rules: CueRules = CueRules()) -> str:
+    """openai-whisper's TSV: start and end in integer milliseconds, one segment a line; a diarized job's has a
+    ``speaker`` column before the text."""
+    labelled = rules.speakers and any(s.get("speaker") for s in segments)
+    lines = ["start\tend\tspeaker\ttext" if labelled else "start\tend\ttext"] + [
+        f"{round(1000 * s['start_s'])}\t{round(1000 * s['end_s'])}\t"
+        + (f"{s.get('speaker') or ''}\t" if labelled else "")
+        + s["text"].strip().replace(chr(9), " ")
         for s in sorted(segments, key=lambda s: s["segment"])
     ]
     return "\n".join(lines) + "\n"
 
 
-def _render(fmt: str, row: dict, segments: list[dict], cues: list[Cue], timed: bool) -> str:
+def _render(fmt: str, row: dict, segments: list[dict], cues: list[Cue], timed: bool, rules: CueRules) -> str:
     if fmt == "tsv":
-        return to_tsv(segments)
+        return to_tsv(segments, rules)
     if fmt == "srt":
         return to_srt(cues)
     if fmt == "vtt":
         return to_vtt(cues, timed)
     if fmt == "txt":
-        return to_txt(segments)
-    return to_json(row, segments, cues, timed)
+        return to_txt(segments, rules)
+    return to_json(row, segments, cues, timed, rules)

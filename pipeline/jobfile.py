@@ -56,6 +56,12 @@ KEYS = {
     "engine": str,
     "address": str,
     "max_attempts": int,
+    "diarize": bool,
+    "num_speakers": int,
+    "min_speakers": int,
+    "max_speakers": int,
+    "diarizer": str,
+    "speaker_labels": bool,
 }
 
 

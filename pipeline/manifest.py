@@ -419,6 +419,12 @@ class JobDir:
         if not keep_partial:
             self.drop_partial(fid)
 
+    def write_labels(self, row: dict, segments: list[dict]) -> None:
+        """A done file's segments with speaker labels, then its files row (the commit): the transcript's text and
+        times are the same, only split where the speaker changes; its pieces table is not touched."""
+        write_table(self.table_path("segments", row["file_id"]), segments, TABLES["segments"])
+        write_table(self.table_path("files", row["file_id"]), [row], FILES_SCHEMA)
+
     def update_file_row(self, row: dict) -> None:
         """Rewrite a files row's bookkeeping (its paths); its transcript is not touched."""
         write_table(self.table_path("files", row["file_id"]), [row], FILES_SCHEMA)

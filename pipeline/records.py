@@ -18,6 +18,7 @@ class Word:
     start_s: float
     end_s: float
     probability: float
+    speaker: str | None = None  # with --diarize: who said it (pipeline/diarize)
 
 
 @dataclass
@@ -72,6 +73,15 @@ class PieceResult:
     speech: list[tuple[float, float]] | None = None  # VAD spans, piece-relative (in memory only)
     stats: DecodeStats = field(default_factory=DecodeStats)  # what decoding it cost (second chances included)
     redecodes: list[Redecode] = field(default_factory=list)  # second chances: fallback, uncovered speech
+
+
+@dataclass
+class Turn:
+    """Who speaks when (diarize → the segments' speaker labels), episode seconds."""
+
+    start_s: float
+    end_s: float
+    speaker: str  # "Speaker 1", "Speaker 2", ... numbered by first appearance
 
 
 @dataclass

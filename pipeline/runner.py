@@ -38,18 +38,23 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from . import audio, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
-from .errors import ConfigChanged, DamagedState
+from .diarize.options import DiarizeOptions
+from .errors import ConfigChanged, DamagedState, UsageProblem
 from .export import CueRules, export_job
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
 from .runtime import pick_runtime
 from .stitch import stitch
+
+if TYPE_CHECKING:
+    from .diarize.diarizer import Diarizer
 
 log = logging.getLogger("podscribe")
 
@@ -92,6 +97,7 @@ class Task:
     file_id: str
     refs: list[InputRef]
     problem: str | None = None  # why it cannot be read (its failed row says so)
+    relabel: bool = False  # done, but its speaker labels are missing or were made with other --diarize options
 
     @property
     def paths(self) -> list[str]:
@@ -117,6 +123,7 @@ class JobOptions:
     cue_rules: CueRules = field(default_factory=CueRules)
     threads: int | None = None  # torch CPU threads (None: torch's default)
     max_attempts: int = workers.MAX_ATTEMPTS  # worker deaths on one file (no new batch between) before it fails
+    diarize: DiarizeOptions | None = None  # speaker labels (None: none)
 
 
 @dataclass
@@ -134,12 +141,13 @@ class JobSummary:
     warnings: list[tuple[str, str]] = field(default_factory=list)  # done, with something to check
     subtitles: list[Path] = field(default_factory=list)
     by_others: int = 0  # finished by other workers of the job while this one ran
+    relabelled: int = 0  # finished files given speaker labels without decoding them again
     elsewhere: int = 0  # being decoded by other workers when this one ran out of files
     subtitles_left: bool = False  # other workers still at work: the last one writes the subtitles
 
     def merge(self, other: JobSummary) -> None:
         """Add another worker's counts (one summary for `--workers N`)."""
-        for name in ("done", "failed", "audio_s", "by_others"):
+        for name in ("done", "failed", "audio_s", "by_others", "relabelled"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("already_done", "skipped_failed", "copies"):  # every worker plans the same job: counted once
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
@@ -196,6 +204,7 @@ class FileContext:
     bar: tqdm | None = None
     checkpoint: bool = True
     config_hash: str | None = None
+    diarizer: Diarizer | None = None
 
     @property
     def file_id(self) -> str:
@@ -315,11 +324,39 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     language = tables.file_language(done)
     by_piece = {p.index: r for p, r in done}
     flags = {s.index: tables.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
-    return (
-        tables.file_done(duration, done, segments, warnings, language, flags),
-        tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags),
-        [tables.piece_row(ctx.file_id, p, r) for p, r in done],
-    )
+    outcome = tables.file_done(duration, done, segments, warnings, language, flags)
+    rows = tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags)
+    if ctx.diarizer is not None:
+        outcome, rows = _labelled(ctx, outcome, rows)
+    return outcome, rows, [tables.piece_row(ctx.file_id, p, r) for p, r in done]
+
+
+def _labelled(ctx: FileContext, row: dict, segments: list[dict]) -> tuple[dict, list[dict]]:
+    """The diarize stage on a transcript. If it fails, the transcript is kept unlabelled with a warning (a later
+    run with --diarize labels it): a night's decoding is never lost to the labels."""
+    if not segments:
+        return tables.file_labelled(row, segments, 0, ctx.diarizer.config), segments
+    try:
+        labelled, n_speakers = ctx.diarizer.label(ctx.path, segments, row.get("duration_s"))
+    except (RuntimeError, ValueError, MemoryError, AudioError) as exc:
+        log.warning("diarizing %s failed:\n%s", ctx.path, traceback.format_exc())
+        problem = f"diarization failed: {type(exc).__name__}: {exc}"
+        return {**row, "warnings": "; ".join(filter(None, [row.get("warnings"), problem]))}, segments
+    return tables.file_labelled(row, labelled, n_speakers, ctx.diarizer.config), labelled
+
+
+def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
+    """A finished file that needs speaker labels (``--diarize`` added or changed): its segments labelled, nothing
+    decoded again. Segments first, the files row last, each written atomically."""
+    segments = ctx.job.read("segments", {ctx.file_id}).to_pylist()
+    _quarantine_damaged(ctx.job)
+    new_row, labelled = _labelled(ctx, row, segments)
+    if new_row.get("speaker_config") != ctx.diarizer.config:
+        summary.warnings.append((str(ctx.path), new_row["warnings"]))
+        return
+    ctx.job.write_labels(new_row, labelled)
+    summary.relabelled += 1
+    log.info("labelled %s: %d speakers", ctx.path, new_row["n_speakers"])
 
 
 def _base_row(ctx: FileContext) -> dict:
@@ -379,6 +416,7 @@ def job_config(options: JobOptions, models: Models) -> dict:
         "decode": asdict(options.decode),
         "cut": asdict(options.cut),
         "threads": options.threads,
+        **({"diarize": asdict(options.diarize)} if options.diarize else {}),
     }
 
 
@@ -388,6 +426,10 @@ SPEED_ONLY = ("models.assistant", "decode.batch_size", "threads")
 
 # Options added after job dirs were made, with the value that does what older versions did: a job dir made
 # before the second chances resumes with `--no-coverage --fallback-beams 0` (the refusal names them).
+# Speaker labels are made after the transcript and from it: adding or changing --diarize relabels finished files
+# (no decoding); a run without --diarize on a diarized job is refused (it would leave files unlabelled).
+LABELS = "diarize"
+
 ADDED = {"decode.coverage": False, "decode.coverage_gap_s": 1.0, "decode.fallback_beams": 0, "cut.at_pauses": False}
 
 
@@ -395,6 +437,7 @@ def output_hash(config: dict) -> str:
     """The hash of what decides the tokens (SPEED_ONLY left out), kept in every files row: it checks
     the configuration when job.json is lost."""
     deciding = json.loads(json.dumps(config))
+    deciding.pop(LABELS, None)
     for dotted in SPEED_ONLY:
         *parents, leaf = dotted.split(".")
         node = deciding
@@ -412,7 +455,8 @@ def _check_config(job: JobDir, config: dict, rows: list[dict]) -> None:
     except DamagedState as exc:
         old, why = None, str(exc)
     if old is not None:
-        job.check_config(config, SPEED_ONLY, old, ADDED)
+        labels = (LABELS, *(f"{LABELS}.{key}" for key in config[LABELS])) if LABELS in config else ()
+        job.check_config(config, SPEED_ONLY + labels, old, ADDED)
         return
     if not rows:
         return
@@ -498,7 +542,9 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
         if state == "done" and row["n_segments"] and not job.readable("segments", task.file_id):
             _quarantine_damaged(job)
             state = None
-        if state == "done":
+        if state == "done" and _needs_labels(row, options):
+            todo.append(Task(task.file_id, task.refs, task.problem, relabel=True))
+        elif state == "done":
             summary.already_done += 1
             listed = row_paths(row)
             added = [p for p in task.paths if p not in listed]
@@ -510,6 +556,14 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
             todo.append(task)
     fps.save()
     return todo
+
+
+def _needs_labels(row: dict, options: JobOptions) -> bool:
+    if options.diarize is None or not row["n_segments"]:
+        return False
+    from .diarize.diarizer import options_hash
+
+    return row.get("speaker_config") != options_hash(options.diarize)
 
 
 def _probe(task: Task) -> audio.AudioInfo | AudioError:
@@ -539,13 +593,14 @@ def run(
     registration = workers.Registration(job.root)
     if models is None:  # before the lock: the workers of a launch load their models at the same time
         models = job_models(options)
+    diarizer = _diarizer(options)
     with job.locked():
         config = job_config(options, models)
         todo, seen = _prepare(refs, job, config, options, summary, registration)
         registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
     try:
         transcriber = Transcriber(models, options.decode)
-        _Worker(job, transcriber, options, output_hash(config), stop, summary, seen).decode_all(todo)
+        _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer).decode_all(todo)
     finally:
         registration.__exit__()
     if options.subtitles:
@@ -555,6 +610,19 @@ def run(
             summary.subtitles = export_job(options.out_dir, options.subtitles, options.output_dir, options.cue_rules)
     summary.wall_s = time.monotonic() - start
     return summary
+
+
+def _diarizer(options: JobOptions) -> Diarizer | None:
+    """Loaded at job start with the models: a missing embedder or pyannote token stops the run before any decoding."""
+    if options.diarize is None:
+        return None
+    from .diarize.diarizer import Diarizer
+    from .diarize.embed import EmbedderMissing
+
+    try:
+        return Diarizer(options.diarize)
+    except EmbedderMissing as exc:
+        raise UsageProblem(str(exc)) from exc
 
 
 def job_models(options: JobOptions) -> Models:
@@ -621,6 +689,7 @@ class _Worker:
     stop: threading.Event
     summary: JobSummary
     seen: dict[str, str | None]  # per file, the finished_at of its row as planned
+    diarizer: Diarizer | None = None
 
     def decode_all(self, todo: list[Task]) -> None:
         """Longest first; each file only under its claim. Files held by other workers are tried again after a
@@ -693,13 +762,19 @@ class _Worker:
                 file_bar,
                 options.checkpoint_pieces,
                 self.config_hash,
+                self.diarizer,
             )
             if held.deaths >= options.max_attempts:
                 _poisoned(ctx, held.deaths, self.summary)
                 held.finish()
                 return
             try:
-                _run_one(ctx, self.summary)
+                if task.relabel and row is not None and not _needs_labels(row, options):
+                    self.summary.by_others += 1  # another worker labelled it in the meantime
+                elif task.relabel and row is not None:
+                    _relabel_one(ctx, row, self.summary)
+                else:
+                    _run_one(ctx, self.summary)
             except BaseException:
                 held.give_back()  # the worker lives: a clean stop or a full disk is no death
                 raise

@@ -51,11 +51,19 @@ FILES_SCHEMA = pa.schema(
         ("n_redecodes", pa.int32()),  # second chances tried (pieces.redecodes)
         ("recovered_tokens", pa.int32()),  # text tokens they brought (kept)
         ("worker", pa.string()),  # host:pid of the worker that wrote the row
+        ("n_speakers", pa.int32()),  # with --diarize: speakers in its segments (null: not diarized)
+        ("speaker_config", pa.string()),  # hash of the diarization options its labels were made with
     ]
 )
 
 WORD = pa.struct(
-    [("word", pa.string()), ("start_s", pa.float64()), ("end_s", pa.float64()), ("probability", pa.float32())]
+    [
+        ("word", pa.string()),
+        ("start_s", pa.float64()),
+        ("end_s", pa.float64()),
+        ("probability", pa.float32()),
+        ("speaker", pa.string()),  # with --diarize
+    ]
 )
 
 SEGMENTS_SCHEMA = pa.schema(
@@ -72,6 +80,7 @@ SEGMENTS_SCHEMA = pa.schema(
         ("words", pa.list_(WORD)),  # null when the job ran without word timestamps
         ("language", pa.string()),  # of the piece it was decoded in (detected or given)
         ("flags", pa.list_(pa.string())),  # what to check: no_speech, low_logprob, loop, language (FLAGS below)
+        ("speaker", pa.string()),  # with --diarize: "Speaker 1", ... (null: not diarized)
     ]
 )
 
@@ -226,6 +235,7 @@ def segment_rows(
             "no_speech_prob": s.no_speech_prob,
             "words": word_rows(s.words),
             "flags": flags[s.index],
+            "speaker": None,  # set by the diarize stage (diarize/turns.label_rows)
         }
         for s in segments
     ]
@@ -287,6 +297,19 @@ def file_done(
         "n_flagged": sum(bool(f) for f in flags.values()),
         "n_redecodes": sum(len(r.redecodes) for _, r in done),
         "recovered_tokens": sum(len(d.tokens) for _, r in done for d in r.redecodes),
+        "n_speakers": None,
+        "speaker_config": None,
+    }
+
+
+def file_labelled(row: dict, segments: list[dict], n_speakers: int, speaker_config: str) -> dict:
+    """A done files row after the diarize stage labelled (and maybe split) its segments."""
+    return {
+        **row,
+        "n_segments": len(segments),
+        "n_flagged": sum(bool(s["flags"]) for s in segments),
+        "n_speakers": n_speakers,
+        "speaker_config": speaker_config,
     }
 
 

@@ -1,0 +1,348 @@
+"""Speaker labels (--diarize): features, clustering and labelling on planted data (fast), then real voices
+from ../shared/speech through the whole CLI (slow): who said it, how many, in every output, and a finished
+job labelled later without decoding anything again."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import conftest
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from helpers import JOB_ARGS, finish, lines, podscribe, start, write_wav
+from pipeline import audio
+from pipeline.diarize import cluster, turns
+from pipeline.diarize.diarizer import cut_windows
+from pipeline.diarize.options import DiarizeOptions
+from pipeline.errors import UsageProblem
+from pipeline.export import CueRules, build_cues, to_json, to_srt, to_tsv, to_txt, to_vtt
+from pipeline.records import Turn
+
+# -- fast: pure parts ------------------------------------------------------------------------------------------
+
+
+def test_mel_features_match_a_reference_spectrogram():
+    """resemblyzer computes its features with librosa; transformers' numpy spectrogram is the same recipe
+    (centred frames, zero padding, periodic Hann, power 2, Slaney mel) written independently."""
+    from transformers.audio_utils import spectrogram, window_function
+
+    from pipeline.diarize.embed import mel_filters, mel_spectrogram
+
+    x = np.random.default_rng(0).standard_normal(24_000).astype(np.float32) * 0.1
+    want = spectrogram(
+        x,
+        window_function(400, "hann"),
+        400,
+        160,
+        power=2.0,
+        center=True,
+        pad_mode="constant",
+        mel_filters=mel_filters().numpy().astype(np.float64),
+        mel_floor=0.0,
+    )
+    got = mel_spectrogram(torch.from_numpy(x)[None])[0].numpy().T
+    assert got.shape == want.shape == (40, 151)
+    assert np.abs(got - want).max() <= 1e-5 * want.max()
+    # Slaney filters: the first band starts at 0 Hz, the last ends at 8 kHz, each with unit area in Hz
+    bank = mel_filters().numpy()
+    assert bank[:, 0].argmax() < bank[:, -1].argmax()
+
+
+def planted(speakers: list[int], seed: int = 0, noise: float = 0.35) -> np.ndarray:
+    """Window embeddings: each speaker a random direction in 256-d, each window that plus noise."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((max(speakers) + 1, 256))
+    return np.array([centres[s] + noise * rng.standard_normal(256) * np.sqrt(1 / 256) * 16 for s in speakers])
+
+
+@pytest.mark.parametrize("n_speakers", [1, 2, 3, 5])
+def test_clustering_finds_the_planted_speakers_and_their_count(n_speakers):
+    rng = np.random.default_rng(n_speakers)
+    truth = [int(s) for s in rng.integers(0, n_speakers, 40) for _ in range(rng.integers(2, 8))]
+    labels = cluster.cluster(planted(truth, seed=n_speakers))
+    assert labels.max() + 1 == n_speakers
+    pairs = set(zip(truth, labels.tolist()))
+    assert len(pairs) == n_speakers  # one label per speaker, one speaker per label
+    assert labels[0] == 0  # numbered by first appearance
+
+
+def test_a_fixed_count_is_honoured_and_a_range_bounds_the_estimate():
+    truth = [s for s in (0, 1, 2) * 10 for _ in range(4)]
+    embeddings = planted(truth, seed=3)
+    assert cluster.cluster(embeddings, exact=2).max() + 1 == 2
+    assert cluster.cluster(embeddings, exact=4).max() + 1 == 4
+    assert cluster.cluster(embeddings, max_speakers=2).max() + 1 == 2
+    assert cluster.cluster(embeddings[:1]).tolist() == [0]
+    assert cluster.cluster(embeddings[:0]).tolist() == []
+
+
+def test_windows_cover_each_region_and_a_short_region_is_its_own_window():
+    spans = turns.windows([(0.0, 1.0), (2.0, 6.0), (6.5, 8.0)], 1.5, 0.75)
+    assert spans[0] == (0.0, 1.0)
+    inside = [s for s in spans if 2.0 <= s[0] < 6.0]
+    assert inside[0][0] == 2.0 and inside[-1][1] == 6.0
+    assert all(round(b - a, 3) == 1.5 for a, b in inside)
+    assert all(b[0] - a[0] <= 0.75 + 1e-9 for a, b in zip(inside, inside[1:]))
+    assert spans[-1] == (6.5, 8.0)
+
+
+def test_turns_split_a_region_between_its_windows():
+    regions = [(0.0, 6.0)]
+    spans = turns.windows(regions, 1.5, 0.75)
+    labels = [0 if (a + b) / 2 < 3.0 else 1 for a, b in spans]
+    got = turns.turns(regions, spans, labels)
+    assert [t.speaker for t in got] == ["Speaker 1", "Speaker 2"]
+    assert got[0].start_s == 0.0 and got[-1].end_s == 6.0
+    assert abs(got[0].end_s - 3.0) <= 0.75 and got[0].end_s == got[1].start_s
+
+
+def word(text, start, end):
+    return {"word": text, "start_s": start, "end_s": end, "probability": 0.9, "speaker": None}
+
+
+def segment(i, start, end, text, words=None):
+    return {"segment": i, "start_s": start, "end_s": end, "text": text, "words": words, "flags": [], "piece": 0}
+
+
+def test_a_segment_whose_words_change_speaker_is_split_there_and_keeps_its_text():
+    words = [
+        word(" Is", 0.0, 0.3),
+        word(" it?", 0.3, 0.8),
+        word(" Yes,", 1.0, 1.4),
+        word(" it", 1.4, 1.6),
+        word(" is.", 1.6, 2.0),
+    ]
+    rows = [
+        segment(0, 0.0, 2.0, "Is it? Yes, it is.", words),
+        segment(1, 3.0, 4.0, "Good.", [word(" Good.", 3.0, 4.0)]),
+    ]
+    who = [Turn(0.0, 0.9, "Speaker 1"), Turn(0.9, 2.0, "Speaker 2"), Turn(3.0, 4.0, "Speaker 1")]
+    got = turns.label_rows(rows, who)
+    assert [(r["segment"], r["speaker"], r["text"]) for r in got] == [
+        (0, "Speaker 1", "Is it?"),
+        (1, "Speaker 2", "Yes, it is."),
+        (2, "Speaker 1", "Good."),
+    ]
+    assert got[0]["start_s"] == 0.0 and got[1]["end_s"] == 2.0 and got[0]["end_s"] <= got[1]["start_s"]
+    assert all(w["speaker"] == r["speaker"] for r in got for w in r["words"])
+    assert " ".join(r["text"] for r in got) == " ".join(r["text"] for r in rows)
+
+
+def test_without_words_a_segment_takes_the_speaker_with_most_time():
+    rows = [segment(0, 0.0, 4.0, "Two voices, no word timings."), segment(1, 9.0, 9.5, "Far from any turn.")]
+    who = [Turn(0.0, 1.0, "Speaker 2"), Turn(1.0, 4.0, "Speaker 1"), Turn(6.0, 8.0, "Speaker 2")]
+    got = turns.label_rows(rows, who)
+    assert [r["speaker"] for r in got] == ["Speaker 1", "Speaker 2"]  # most time; then the nearest turn
+    assert [r["text"] for r in got] == [r["text"] for r in rows]
+
+
+def test_streamed_windows_equal_slices_of_the_whole_signal():
+    x = np.arange(16_000 * 12, dtype=np.float32)
+    blocks = (x[i : i + 5 * 16_000] for i in range(0, len(x), 5 * 16_000))
+    spans = [(0.0, 1.5), (0.75, 2.25), (4.9, 5.2), (9.0, 12.5)]
+    got = cut_windows(blocks, spans)
+    for (lo, hi), w in zip(spans, got):
+        assert np.array_equal(w, x[int(lo * 16_000) : int(hi * 16_000)])
+
+
+def labelled_rows():
+    return [
+        {
+            **segment(0, 0.5, 2.5, "Welcome back.", [word(" Welcome", 0.5, 1.2), word(" back.", 1.2, 2.5)]),
+            "speaker": "Speaker 1",
+        },
+        {
+            **segment(1, 2.7, 4.0, "Thanks <you>.", [word(" Thanks", 2.7, 3.2), word(" <you>.", 3.2, 4.0)]),
+            "speaker": "Speaker 2",
+        },
+        {**segment(2, 4.2, 6.0, "Right.", [word(" Right.", 4.2, 6.0)]), "speaker": "Speaker 2"},
+    ]
+
+
+def test_outputs_carry_the_speakers_and_each_can_leave_them_out():
+    rows = labelled_rows()
+    cues, timed = build_cues(rows, CueRules(), 7.0)
+    assert [c.speaker for c in cues] == ["Speaker 1", "Speaker 2", "Speaker 2"]  # a cue never spans a change
+    vtt = to_vtt(cues, timed)
+    assert re.findall(r"<v ([^>]+)>", vtt) == ["Speaker 1", "Speaker 2", "Speaker 2"]
+    assert "<v Speaker 2>Thanks &lt;you&gt;." in vtt
+    srt = to_srt(cues)
+    assert srt.count("[Speaker 1] ") == 1 and srt.count("[Speaker 2] ") == 1  # at each change only
+    assert to_txt(rows).splitlines() == ["Speaker 1: Welcome back.", "Speaker 2: Thanks <you>.", "Speaker 2: Right."]
+    assert to_tsv(rows).splitlines()[:2] == ["start\tend\tspeaker\ttext", "500\t2500\tSpeaker 1\tWelcome back."]
+    doc = json.loads(to_json({"path": "x", "file_id": "f", "duration_s": 7.0, "language": "en"}, rows, cues, timed))
+    assert doc["speakers"] == ["Speaker 1", "Speaker 2"]
+    assert [s["speaker"] for s in doc["segments"]] == ["Speaker 1", "Speaker 2", "Speaker 2"]
+    assert doc["segments"][0]["words"][0]["speaker"] is None or doc["segments"][0]["words"][0]["speaker"]
+    off = CueRules(speakers=False)
+    plain, _ = build_cues(rows, off, 7.0)
+    assert "<v" not in to_vtt(plain) and "[Speaker" not in to_srt(plain)
+    assert "Speaker" not in to_txt(rows, off) + to_tsv(rows, off)
+    assert "speaker" not in to_json(
+        {"path": "x", "file_id": "f", "duration_s": 7.0, "language": "en"}, rows, plain, True, off
+    )
+
+
+def test_options_are_checked_and_pyannote_says_what_is_missing(monkeypatch):
+    with pytest.raises(ValueError, match="speaker range"):
+        DiarizeOptions(min_speakers=3, max_speakers=2)
+    with pytest.raises(ValueError, match="diarizer"):
+        DiarizeOptions(backend="magic")
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pyannote(name, *args, **kwargs):
+        if name.startswith("pyannote"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyannote)
+    from pipeline.diarize.pyannote import PyannoteBackend
+
+    with pytest.raises(UsageProblem, match=r"pip install 'podscribe\[pyannote\]'"):
+        PyannoteBackend(DiarizeOptions(backend="pyannote"))
+
+
+# -- slow: real voices ---------------------------------------------------------------------------------------
+
+LJ = [f"ljspeech_coqui/wavs/LJ001-00{i:02d}.wav" for i in range(1, 12)]
+MAN = [
+    f"librispeech_kennethwang/LibriSpeech/test-clean/1089/{p}.flac"
+    for p in (
+        "134686/1089-134686-0000",
+        "134686/1089-134686-0001",
+        "134691/1089-134691-0000",
+        "134691/1089-134691-0001",
+    )
+]
+SB = [f"speechbrain/spk1_snt{i}.wav" for i in range(1, 6)]
+# Turns of three readers (LJSpeech's, a LibriSpeech reader, a SpeechBrain speaker), 0.6-1.2 s pauses; LJ001-0002
+# (1.9 s), LJ001-0008 (1.8 s) and 1089-134691-0000 (2.1 s) are the short turns.
+TURNS = [
+    ("lj", LJ[0]),
+    ("man", MAN[0]),
+    ("sb", SB[0]),
+    ("lj", LJ[1]),
+    ("sb", SB[1]),
+    ("man", MAN[2]),
+    ("lj", LJ[7]),
+    ("man", MAN[1]),
+    ("sb", SB[2]),
+    ("lj", LJ[3]),
+    ("sb", SB[3]),
+    ("man", MAN[3]),
+    ("lj", LJ[4]),
+    ("sb", SB[4]),
+]
+
+
+def build(path: Path, parts: list[tuple[str, str]]) -> list[tuple[float, float, str]]:
+    """Join clips (16 kHz) with pauses; returns the truth: (start_s, end_s, who) per clip."""
+    rng = np.random.default_rng(7)
+    pieces, truth, t = [], [], 0.5
+    pieces.append(np.zeros(8000, np.float32))
+    for who, rel in parts:
+        x = audio.decode(conftest.SPEECH / rel)
+        truth.append((t, t + len(x) / 16_000, who))
+        pause = float(rng.uniform(0.6, 1.2))
+        pieces += [x, np.zeros(int(pause * 16_000), np.float32)]
+        t += len(x) / 16_000 + pause
+    write_wav(path, np.concatenate(pieces))
+    return truth
+
+
+def right_share(segments: list[dict], truth: list[tuple[float, float, str]]) -> float:
+    """Share of the segments' speech time labelled with the right speaker, under the best one-to-one mapping."""
+    import itertools
+
+    time: dict[tuple[str, str], float] = {}
+    total = 0.0
+    for seg in segments:
+        spans = [(w["start_s"], w["end_s"], w.get("speaker") or seg["speaker"]) for w in seg["words"] or ()] or [
+            (seg["start_s"], seg["end_s"], seg["speaker"])
+        ]
+        for lo, hi, label in spans:
+            for a, b, who in truth:
+                overlap = min(hi, b) - max(lo, a)
+                if overlap > 0:
+                    time[(who, label)] = time.get((who, label), 0.0) + overlap
+                    total += overlap
+    people = sorted({w for w, _ in time})
+    labels = sorted({lab for _, lab in time})
+    best = max(
+        sum(time.get((p, lab), 0.0) for p, lab in zip(people, perm))
+        for perm in itertools.permutations(labels + [None] * len(people), len(people))
+    )
+    return best / total
+
+
+@pytest.fixture(scope="module")
+def conversation(clips, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("conversation")
+    path = folder / "three_voices.wav"
+    return path, build(path, TURNS)
+
+
+def read_segments(out: Path) -> list[dict]:
+    return sorted(pq.read_table(out / "segments").to_pylist(), key=lambda s: s["segment"])
+
+
+@pytest.mark.model
+def test_three_voices_labelled_later_without_decoding_again(conversation, cache_dir, tmp_path):
+    """A finished job gets --diarize: its files are labelled, no piece is decoded again, the text stays; the
+    labels are right for >= 95% of the speech time with 3 speakers found; the outputs carry them; changing
+    --num-speakers relabels; leaving --diarize out on a diarized job is refused."""
+    path, truth = conversation
+    out, trace = tmp_path / "job", tmp_path / "trace"
+    args = [*JOB_ARGS, "--word-timestamps"]
+    assert finish(start(out, [path], cache_dir, None, args=args))[0] == 0
+    before = read_segments(out)
+    assert all(s["speaker"] is None for s in before)
+
+    code, stdout, stderr = finish(
+        start(out, [path], cache_dir, trace, "--diarize", "--subtitles", "vtt,json", args=args)
+    )
+    assert code == 0, stderr
+    assert "given speaker labels: 1" in stdout
+    assert not [line for line in lines(trace) if line.startswith("decoded")]  # labels only
+    after = read_segments(out)
+    assert " ".join(s["text"] for s in after).split() == " ".join(s["text"] for s in before).split()
+    files = pq.read_table(out / "files").to_pylist()
+    assert files[0]["n_speakers"] == 3 and files[0]["n_segments"] == len(after)
+    assert right_share(after, truth) >= 0.95
+
+    vtt = (out / "subtitles" / "three_voices.vtt").read_text()
+    voices = re.findall(r"<v ([^>]+)>", vtt)
+    assert set(voices) == {"Speaker 1", "Speaker 2", "Speaker 3"}
+    import webvtt
+
+    assert len(webvtt.read(str(out / "subtitles" / "three_voices.vtt"))) == len(voices)  # every cue has its voice
+    doc = json.loads((out / "subtitles" / "three_voices.json").read_text())
+    assert doc["speakers"] == ["Speaker 1", "Speaker 2", "Speaker 3"]
+    assert {s["speaker"] for s in doc["segments"]} == set(doc["speakers"])
+
+    code, _, stderr = finish(start(out, [path], cache_dir, trace, "--diarize", "--num-speakers", "2", args=args))
+    assert code == 0, stderr
+    assert {s["speaker"] for s in read_segments(out)} == {"Speaker 1", "Speaker 2"}
+    assert pq.read_table(out / "files").to_pylist()[0]["n_speakers"] == 2
+
+    code, _, stderr = finish(start(out, [path], cache_dir, None, args=args))
+    assert code == 4 and "diarize" in stderr
+
+
+@pytest.mark.model
+def test_one_reader_is_one_speaker_and_a_job_diarizes_as_it_goes(clips, cache_dir, tmp_path):
+    path = tmp_path / "one_voice.wav"
+    build(path, [("lj", p) for p in LJ[:8]])
+    out = tmp_path / "job"
+    result = podscribe("transcribe", "--out", str(out), *JOB_ARGS, "--diarize", "--", str(path), cache_dir=cache_dir)
+    assert result.returncode == 0, result.stderr
+    files = pq.read_table(out / "files").to_pylist()
+    assert files[0]["n_speakers"] == 1 and files[0]["speaker_config"]
+    assert {s["speaker"] for s in read_segments(out)} == {"Speaker 1"}
