@@ -569,7 +569,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     _report(summary)
-    if summary.done == 0 and summary.already_done == 0 and not summary.by_others and not summary.elsewhere:
+    if not (summary.done or summary.already_done or summary.relabelled or summary.by_others or summary.elsewhere):
         sys.exit(errors.EXIT_NO_INPUT_SUCCEEDED)
 
 

