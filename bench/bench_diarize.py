@@ -90,6 +90,9 @@ def main() -> None:
     )
     parser.add_argument("--job-dir", type=Path, default=Path("/tmp/podscribe-bench-diarize"))
     parser.add_argument("--model", default="base")
+    parser.add_argument("--hop", type=float, default=DiarizeOptions.hop_s, help="window hop, s")
+    parser.add_argument("--window", type=float, default=DiarizeOptions.window_s, help="window length, s")
+    parser.add_argument("--change", type=float, default=None, help="diarizer.CHANGE (refine below this cosine)")
     parser.add_argument("--out", type=Path, help="results as JSON")
     args = parser.parse_args()
 
@@ -110,7 +113,11 @@ def main() -> None:
     for s in job.read("segments").to_pylist():
         segments.setdefault(s["file_id"], []).append(s)
 
-    diarizer = Diarizer(DiarizeOptions())
+    if args.change is not None:
+        import pipeline.diarize.diarizer as module
+
+        module.CHANGE = args.change
+    diarizer = Diarizer(DiarizeOptions(window_s=args.window, hop_s=args.hop))
     results = {}
     for e in episodes:
         row = files[audio[e].name]

@@ -17,7 +17,7 @@ import torch
 from helpers import JOB_ARGS, finish, lines, podscribe, start, write_wav
 from pipeline import audio
 from pipeline.diarize import cluster, turns
-from pipeline.diarize.diarizer import cut_windows
+from pipeline.diarize.diarizer import Stream
 from pipeline.diarize.options import DiarizeOptions
 from pipeline.errors import UsageProblem
 from pipeline.export import CueRules, build_cues, to_json, to_srt, to_tsv, to_txt, to_vtt
@@ -86,7 +86,7 @@ def test_windows_cover_each_region_and_a_short_region_is_its_own_window():
     assert spans[0] == (0.0, 1.0)
     inside = [s for s in spans if 2.0 <= s[0] < 6.0]
     assert inside[0][0] == 2.0 and inside[-1][1] == 6.0
-    assert all(round(b - a, 3) == 1.5 for a, b in inside)
+    assert all(abs(b - a - 1.5) < 1e-9 for a, b in inside)
     assert all(b[0] - a[0] <= 0.75 + 1e-9 for a, b in zip(inside, inside[1:]))
     assert spans[-1] == (6.5, 8.0)
 
@@ -141,13 +141,45 @@ def test_without_words_a_segment_takes_the_speaker_with_most_time():
     assert [r["text"] for r in got] == [r["text"] for r in rows]
 
 
-def test_streamed_windows_equal_slices_of_the_whole_signal():
-    x = np.arange(16_000 * 12, dtype=np.float32)
-    blocks = (x[i : i + 5 * 16_000] for i in range(0, len(x), 5 * 16_000))
-    spans = [(0.0, 1.5), (0.75, 2.25), (4.9, 5.2), (9.0, 12.5)]
-    got = cut_windows(blocks, spans)
-    for (lo, hi), w in zip(spans, got):
-        assert np.array_equal(w, x[int(lo * 16_000) : int(hi * 16_000)])
+def test_streamed_windows_equal_slices_of_the_whole_signal_and_memory_stays_bounded():
+    x = np.arange(16_000 * 60, dtype=np.float32)
+    stream = Stream(x[i : i + 5 * 16_000] for i in range(0, len(x), 5 * 16_000))
+    spans = [(0.0, 1.5), (0.75, 2.25), (4.9, 5.2), (9.0, 12.5), (58.5, 61.0)]  # the last runs past the end
+    for lo, hi in spans:
+        got = stream.get(lo, hi)
+        assert np.array_equal(got, x[int(lo * 16_000) : int(hi * 16_000)])
+        stream.forget(lo)
+        assert len(stream.buffer) <= (hi - lo + 5) * 16_000  # what lies between the span and the block's end
+    assert len({len(stream.get(59.0 + k / 7, 59.0 + k / 7 + 0.5)) for k in range(3)}) == 1  # one length, any start
+
+
+class PlantedVoices:
+    """An encoder stand-in: a window's vector is the voice at its centre (speaker A before ``change_s``, B after)."""
+
+    def __init__(self, change_s: float):
+        self.change_s, self.calls = change_s, []
+
+    def embed(self, windows):
+        self.calls.append(len(windows))
+        a, b = np.eye(256, dtype=np.float32)[:2]
+        return np.array([a if w[len(w) // 2] / 16_000 < self.change_s else b for w in windows])
+
+
+def test_windows_are_refined_only_where_the_voice_changes():
+    from pipeline.diarize.diarizer import Diarizer
+
+    diarizer = Diarizer.__new__(Diarizer)
+    diarizer.options, diarizer._encoder = DiarizeOptions(), PlantedVoices(change_s=10.3)
+    x = np.arange(16_000 * 30, dtype=np.float32)  # sample values are their own index: the voice is readable
+    regions = [(0.0, 20.0), (22.0, 29.0)]
+    spans, vectors = diarizer.embed(Stream(x[i : i + 80_000] for i in range(0, len(x), 80_000)), regions)
+    coarse = turns.windows(regions, 1.5, 1.5)
+    assert len(spans) == len(coarse) + 3  # one change, three windows more
+    assert spans == sorted(spans) and len(vectors) == len(spans)
+    labels = cluster.cluster(vectors)
+    got = turns.turns(regions, spans, [int(v) for v in labels])
+    change = [t.end_s for t in got[:-1] if t.end_s < 20.0]
+    assert len(change) == 1 and abs(change[0] - 10.3) <= 1.5 / 4
 
 
 def labelled_rows():

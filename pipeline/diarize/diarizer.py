@@ -21,29 +21,39 @@ from ..whisper import SAMPLE_RATE
 from . import cluster, turns
 from .options import DiarizeOptions
 
+BATCH = 64  # windows embedded together (the LSTM is compute-bound past ~64 on a CPU)
+CHANGE = 0.7  # neighbouring windows less alike than this (cosine) may hold a change of speaker
+REFINE = 3  # windows added between two such neighbours
+
 
 def options_hash(options: DiarizeOptions) -> str:
     """What a files row's ``speaker_config`` holds: labels made otherwise are made again."""
     return hashlib.sha256(json.dumps(asdict(options), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cut_windows(blocks: Iterator[np.ndarray], spans: list[tuple[float, float]]) -> list[np.ndarray]:
-    """The samples of each (sorted) span from a stream of blocks, holding only what later spans still need."""
-    out: list[np.ndarray] = []
-    buffer = np.zeros(0, np.float32)
-    offset = 0  # sample index of buffer[0]
-    blocks = iter(blocks)
-    for lo, hi in spans:
-        a, b = int(round(lo * SAMPLE_RATE)), int(round(hi * SAMPLE_RATE))
-        while offset + len(buffer) < b:
-            block = next(blocks, None)
+class Stream:
+    """A file's samples from a moving start: ``get`` reads blocks ahead as far as asked, ``forget`` drops what
+    lies before a time. Memory is what lies between the two (a batch of windows), not the file."""
+
+    def __init__(self, blocks: Iterator[np.ndarray]):
+        self.blocks = iter(blocks)
+        self.buffer = np.zeros(0, np.float32)
+        self.offset = 0  # sample index of buffer[0]
+
+    def get(self, lo_s: float, hi_s: float) -> np.ndarray:
+        a = int(round(lo_s * SAMPLE_RATE))
+        b = a + int(round((hi_s - lo_s) * SAMPLE_RATE))  # one length for windows of one length, wherever they start
+        assert a >= self.offset, "a span before what was forgotten"
+        while self.offset + len(self.buffer) < b:
+            block = next(self.blocks, None)
             if block is None:
                 break
-            buffer = np.concatenate([buffer, block])
-        out.append(buffer[max(0, a - offset) : max(0, b - offset)].copy())
-        drop = max(0, a - offset)
-        buffer, offset = buffer[drop:], offset + drop
-    return out
+            self.buffer = np.concatenate([self.buffer, block])
+        return self.buffer[a - self.offset : max(a, b) - self.offset].copy()
+
+    def forget(self, before_s: float) -> None:
+        drop = max(0, int(round(before_s * SAMPLE_RATE)) - self.offset)
+        self.buffer, self.offset = self.buffer[drop:], self.offset + drop
 
 
 class Diarizer:
@@ -64,34 +74,43 @@ class Diarizer:
             return self._pyannote.turns(path)
         o = self.options
         regions = turns.speech_regions(rows)
-        spans = turns.windows(regions, o.window_s, o.hop_s)
+        spans, embeddings = self.embed(Stream(audio.stream(path, duration_s)), regions)
         if not spans:
             return []
-        samples = cut_windows(audio.stream(path, duration_s), spans)
-        embeddings = np.concatenate([self._encoder.embed(group) for group in _same_length_groups(samples)])[
-            np.argsort(_group_order(samples), kind="stable")
-        ]
         labels = cluster.cluster(embeddings, o.min_speakers, o.max_speakers, exact=o.num_speakers)
         return turns.turns(regions, spans, [int(x) for x in labels])
+
+    def embed(self, stream: Stream, regions: list[tuple[float, float]]) -> tuple[list[tuple[float, float]], np.ndarray]:
+        """Windows every ``hop_s`` over the regions, and ``REFINE`` more between two neighbours whose voices differ
+        (cosine under ``CHANGE``): a turn is placed to ``hop_s / (REFINE + 1)`` where there is one, at the cost of
+        ``hop_s`` elsewhere. Returns the windows in time order with their embeddings."""
+        o = self.options
+        coarse = turns.windows(regions, o.window_s, o.hop_s)
+        region_of = turns.region_index(regions, coarse)
+        spans: list[tuple[float, float]] = []
+        vectors: list[np.ndarray] = []
+        previous = None  # the last coarse window of the batch before, with its region and vector
+        for i in range(0, len(coarse), BATCH):
+            batch = coarse[i : i + BATCH]
+            found = self._encoder.embed([stream.get(lo, hi) for lo, hi in batch])
+            chain = ([previous] if previous else []) + list(zip(batch, region_of[i : i + BATCH], found))
+            extra = [
+                w
+                for (a, ra, va), (b, rb, vb) in zip(chain, chain[1:])
+                if ra == rb and float(va @ vb) < CHANGE
+                for w in turns.between(a, b, REFINE)
+            ]
+            spans += batch + extra
+            vectors += [found, *([self._encoder.embed([stream.get(lo, hi) for lo, hi in extra])] if extra else [])]
+            previous = chain[-1]
+            stream.forget(batch[-1][0])
+        if not spans:
+            return [], np.zeros((0, 0), np.float32)
+        order = sorted(range(len(spans)), key=lambda k: spans[k])
+        stacked = np.concatenate(vectors)
+        return [spans[k] for k in order], stacked[order]
 
     def label(self, path: Path, rows: list[dict], duration_s: float | None = None) -> tuple[list[dict], int]:
         """Segment rows with speakers (split where the speaker changes) and the number of speakers in them."""
         labelled = turns.label_rows(rows, self.turns(path, rows, duration_s))
         return labelled, turns.count(labelled)
-
-
-def _group_order(samples: list[np.ndarray]) -> list[int]:
-    """Window indices in the order _same_length_groups yields them."""
-    return [i for _, members in _groups(samples) for i in members]
-
-
-def _same_length_groups(samples: list[np.ndarray]) -> list[list[np.ndarray]]:
-    """Windows batched by length (the LSTM takes equal lengths per batch; short turns are their own)."""
-    return [[samples[i] for i in members] for _, members in _groups(samples)]
-
-
-def _groups(samples: list[np.ndarray]) -> list[tuple[int, list[int]]]:
-    by_length: dict[int, list[int]] = {}
-    for i, s in enumerate(samples):
-        by_length.setdefault(len(s), []).append(i)
-    return sorted(by_length.items())

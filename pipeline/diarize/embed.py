@@ -27,6 +27,7 @@ HIDDEN = 256
 LAYERS = 3
 TARGET_DBFS = -30.0  # resemblyzer's normalize_volume(increase_only=True)
 WEIGHTS_PACKAGE = "resemblyzer"
+MIN_SAMPLES = 1600  # 0.1 s
 
 
 class EmbedderMissing(RuntimeError):
@@ -108,9 +109,16 @@ class SpeakerEncoder(torch.nn.Module):
 
     @torch.inference_mode()
     def embed(self, windows: list[np.ndarray], batch: int = 64) -> np.ndarray:
-        """One unit vector per window of equal length (16 kHz samples) → [n, 256] float32."""
-        out = []
-        for i in range(0, len(windows), batch):
-            chunk = torch.from_numpy(np.stack([normalized(w) for w in windows[i : i + batch]]).astype(np.float32))
-            out.append(self(mel_spectrogram(chunk)).numpy())
-        return np.concatenate(out) if out else np.zeros((0, HIDDEN), np.float32)
+        """One unit vector per window (16 kHz samples) → [n, 256] float32. Windows of one length run together
+        (the LSTM takes one length per batch); a window under 0.1 s gets the zero vector (no voice to read)."""
+        out = np.zeros((len(windows), HIDDEN), np.float32)
+        by_length: dict[int, list[int]] = {}
+        for i, w in enumerate(windows):
+            if len(w) >= MIN_SAMPLES:
+                by_length.setdefault(len(w), []).append(i)
+        for members in by_length.values():
+            for k in range(0, len(members), batch):
+                rows = members[k : k + batch]
+                chunk = torch.from_numpy(np.stack([normalized(windows[i]) for i in rows]).astype(np.float32))
+                out[rows] = self(mel_spectrogram(chunk)).numpy()
+        return out

@@ -49,13 +49,30 @@ def windows(regions: list[tuple[float, float]], window_s: float, hop_s: float) -
             (lo + i * (length - window_s) / steps, lo + i * (length - window_s) / steps + window_s)
             for i in range(steps + 1)
         ]
-    return [(round(a, 3), round(b, 3)) for a, b in out]
+    return out  # not rounded: every full window is exactly window_s long, so windows batch together
+
+
+def region_index(regions: list[tuple[float, float]], spans: list[tuple[float, float]]) -> list[int]:
+    """For each window (in time order, as ``windows`` made them), the index of its region."""
+    out, r = [], 0
+    for lo, _ in spans:
+        while r + 1 < len(regions) and lo >= regions[r][1]:
+            r += 1
+        out.append(r)
+    return out
+
+
+def between(a: tuple[float, float], b: tuple[float, float], n: int) -> list[tuple[float, float]]:
+    """``n`` windows as long as ``a`` evenly between windows ``a`` and ``b`` (their starts)."""
+    length = a[1] - a[0]
+    step = (b[0] - a[0]) / (n + 1)
+    return [(a[0] + k * step, a[0] + k * step + length) for k in range(1, n + 1)]
 
 
 def turns(regions: list[tuple[float, float]], spans: list[tuple[float, float]], labels: list[int]) -> list[Turn]:
     """Each region split between its windows at the midpoints of neighbouring centres; neighbours with one
-    speaker merged. ``spans``/``labels``: the windows (as ``windows`` made them) and their speakers."""
-    out: list[Turn] = []
+    speaker merged. ``spans``/``labels``: the windows (in time order) and their speakers."""
+    parts: list[list] = []  # [start, end, who]
     i = 0
     for lo, hi in regions:
         inside = []
@@ -65,12 +82,12 @@ def turns(regions: list[tuple[float, float]], spans: list[tuple[float, float]], 
         start = lo
         for k, (centre, who) in enumerate(inside):
             end = hi if k == len(inside) - 1 else 0.5 * (centre + inside[k + 1][0])
-            if out and out[-1].speaker == label(who) and abs(out[-1].end_s - start) < 1e-6:
-                out[-1].end_s = round(end, 3)
+            if parts and parts[-1][2] == who and parts[-1][1] == start:
+                parts[-1][1] = end
             else:
-                out.append(Turn(round(start, 3), round(end, 3), label(who)))
+                parts.append([start, end, who])
             start = end
-    return out
+    return [Turn(round(a, 3), round(b, 3), label(who)) for a, b, who in parts]
 
 
 def speaker_at(turns: list[Turn], start_s: float, end_s: float) -> str | None:
