@@ -81,6 +81,17 @@ def test_a_fixed_count_is_honoured_and_a_range_bounds_the_estimate():
     assert cluster.cluster(embeddings[:0]).tolist() == []
 
 
+def test_short_windows_take_the_nearest_voice_and_make_no_speaker_of_their_own():
+    truth = [s for s in (0, 1) * 10 for _ in range(5)]
+    embeddings = planted([*truth, 0, 1, 2], seed=5)  # then short windows: voice 0, voice 1, a third voice
+    embeddings = np.concatenate([embeddings, np.zeros((1, 256))])  # and one too short to carry a vector
+    reliable = np.array([True] * len(truth) + [False] * 4)
+    labels = cluster.cluster(embeddings, reliable=reliable)
+    assert labels.max() + 1 == 2
+    assert labels[len(truth)] == labels[0] and labels[len(truth) + 1] == labels[5]  # the nearest centre
+    assert labels[-1] == labels[len(truth) - 1]  # no vector: the nearest reliable window in time
+
+
 def test_windows_cover_each_region_and_a_short_region_is_its_own_window():
     spans = turns.windows([(0.0, 1.0), (2.0, 6.0), (6.5, 8.0)], 1.5, 0.75)
     assert spans[0] == (0.0, 1.0)

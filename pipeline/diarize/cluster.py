@@ -112,10 +112,42 @@ def merge_close(embeddings: np.ndarray, labels: np.ndarray, min_speakers: int) -
 
 
 def cluster(
-    embeddings: np.ndarray, min_speakers: int = 1, max_speakers: int = 8, exact: int | None = None
+    embeddings: np.ndarray,
+    min_speakers: int = 1,
+    max_speakers: int = 8,
+    exact: int | None = None,
+    reliable: np.ndarray | None = None,
 ) -> np.ndarray:
     """Window embeddings in time order → a speaker label per window, numbered by first appearance.
-    ``exact``: that many speakers (``--num-speakers``), no count estimated and nothing merged."""
+    ``exact``: that many speakers (``--num-speakers``), no count estimated and nothing merged. ``reliable``: the
+    windows long enough to trust (the others, short turns, take the nearest speaker centre, or when they carry
+    no vector at all, the speaker of the nearest reliable window in time): a few 0.2 s windows must not make
+    speakers of their own."""
+    n = len(embeddings)
+    if reliable is None:
+        reliable = np.ones(n, bool)
+    if n and not reliable.any():
+        reliable = np.linalg.norm(embeddings, axis=1) > 0
+    if not reliable.any():
+        return np.zeros(n, int)
+    solid = np.flatnonzero(reliable)
+    labels = np.zeros(n, int)
+    labels[solid] = _cluster_reliable(embeddings[solid], min_speakers, max_speakers, exact)
+    e = _unit(embeddings)
+    ids = np.unique(labels[solid])
+    centres = _unit(np.array([e[solid][labels[solid] == j].mean(0) for j in ids]))
+    for k in np.flatnonzero(~reliable):
+        if np.linalg.norm(embeddings[k]) > 0:
+            labels[k] = ids[int(np.argmax(centres @ e[k]))]
+        else:
+            labels[k] = labels[solid[int(np.argmin(np.abs(solid - k)))]]
+    order: dict[int, int] = {}
+    for label in labels:
+        order.setdefault(int(label), len(order))
+    return np.array([order[int(label)] for label in labels], int)
+
+
+def _cluster_reliable(embeddings: np.ndarray, min_speakers: int, max_speakers: int, exact: int | None) -> np.ndarray:
     n = len(embeddings)
     if exact:
         min_speakers = max_speakers = exact
@@ -129,7 +161,4 @@ def cluster(
         labels = _cluster_small(embeddings, min_speakers, max_speakers)
     if not exact:
         labels = merge_close(embeddings, labels, min_speakers)
-    order = {}
-    for label in labels:
-        order.setdefault(int(label), len(order))
-    return np.array([order[int(label)] for label in labels], int)
+    return labels

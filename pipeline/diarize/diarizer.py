@@ -24,6 +24,7 @@ from .options import DiarizeOptions
 BATCH = 64  # windows embedded together (the LSTM is compute-bound past ~64 on a CPU)
 CHANGE = 0.7  # neighbouring windows less alike than this (cosine) may hold a change of speaker
 REFINE = 3  # windows added between two such neighbours
+RELIABLE_S = 0.5  # shorter windows (a lone "Yes.") are labelled by the voices the longer ones found
 
 
 def options_hash(options: DiarizeOptions) -> str:
@@ -77,7 +78,8 @@ class Diarizer:
         spans, embeddings = self.embed(Stream(audio.stream(path, duration_s)), regions)
         if not spans:
             return []
-        labels = cluster.cluster(embeddings, o.min_speakers, o.max_speakers, exact=o.num_speakers)
+        reliable = np.array([hi - lo >= RELIABLE_S for lo, hi in spans])
+        labels = cluster.cluster(embeddings, o.min_speakers, o.max_speakers, o.num_speakers, reliable)
         return turns.turns(regions, spans, [int(x) for x in labels])
 
     def embed(self, stream: Stream, regions: list[tuple[float, float]]) -> tuple[list[tuple[float, float]], np.ndarray]:
