@@ -431,6 +431,8 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
         raise click.UsageError(f"engine {settings['engine']!r}: choose local or ray")
     if settings["dtype"] not in DTYPES:
         raise click.UsageError(f"--dtype {settings['dtype']!r}: choose from {', '.join(DTYPES)}")
+    if not settings["diarize"] and (settings["num_speakers"] or settings["diarizer"] != DEFAULTS["diarizer"]):
+        raise click.UsageError("--num-speakers and --diarizer label speakers: add --diarize (or diarize = true)")
     for parent in (out_dir, *out_dir.parents):
         if parent.exists():
             if not parent.is_dir():

@@ -349,7 +349,10 @@ def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
     """A finished file that needs speaker labels (``--diarize`` added or changed): its segments labelled, nothing
     decoded again. Segments first, the files row last, each written atomically."""
     segments = ctx.job.read("segments", {ctx.file_id}).to_pylist()
-    _quarantine_damaged(ctx.job)
+    if len(segments) != row["n_segments"]:  # damaged since planning: the next run decodes the file again
+        _quarantine_damaged(ctx.job)
+        summary.warnings.append((str(ctx.path), "its segments table could not be read: not labelled"))
+        return
     new_row, labelled = _labelled(ctx, row, segments)
     if new_row.get("speaker_config") != ctx.diarizer.config:
         summary.warnings.append((str(ctx.path), new_row["warnings"]))
@@ -424,12 +427,12 @@ def job_config(options: JobOptions, models: Models) -> dict:
 # the batch size may change between runs of a job: resume a night's job with --assistant auto, or smaller batches.
 SPEED_ONLY = ("models.assistant", "decode.batch_size", "threads")
 
-# Options added after job dirs were made, with the value that does what older versions did: a job dir made
-# before the second chances resumes with `--no-coverage --fallback-beams 0` (the refusal names them).
 # Speaker labels are made after the transcript and from it: adding or changing --diarize relabels finished files
 # (no decoding); a run without --diarize on a diarized job is refused (it would leave files unlabelled).
 LABELS = "diarize"
 
+# Options added after job dirs were made, with the value that does what older versions did: a job dir made
+# before the second chances resumes with `--no-coverage --fallback-beams 0` (the refusal names them).
 ADDED = {"decode.coverage": False, "decode.coverage_gap_s": 1.0, "decode.fallback_beams": 0, "cut.at_pauses": False}
 
 

@@ -389,3 +389,28 @@ def test_one_reader_is_one_speaker_and_a_job_diarizes_as_it_goes(clips, cache_di
     files = pq.read_table(out / "files").to_pylist()
     assert files[0]["n_speakers"] == 1 and files[0]["speaker_config"]
     assert {s["speaker"] for s in read_segments(out)} == {"Speaker 1"}
+
+
+@pytest.mark.model
+def test_speaker_options_without_diarize_and_a_missing_backend_are_refused_before_anything_is_made(
+    clips, cache_dir, tmp_path
+):
+    clip = conftest.SPEECH / "openai_whisper" / "jfk.flac"
+    out = tmp_path / "job"
+    result = podscribe(
+        "transcribe", "--out", str(out), *JOB_ARGS, "--num-speakers", "2", str(clip), cache_dir=cache_dir
+    )
+    assert result.returncode == 2 and "add --diarize" in result.stderr and not out.exists()
+    result = podscribe(
+        "transcribe",
+        "--out",
+        str(out),
+        *JOB_ARGS,
+        "--diarize",
+        "--diarizer",
+        "pyannote",
+        str(clip),
+        cache_dir=cache_dir,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'podscribe[pyannote]'" in result.stderr and not out.exists()
