@@ -14,6 +14,12 @@ file's segments, as `--diarize` runs it, and scores it on a 10 ms grid:
 
 "oracle windows" runs the same embedder and clustering on windows over the reference sentences (clustering
 alone, no transcript). Cost: diarize seconds per audio minute, and as a share of the transcription's wall time.
+
+Then conversations built from ../shared/speech's real clips, grouped by who speaks in them (LJSpeech's
+reader, a LibriSpeech reader, SpeechBrain's two speakers, a LibriVox reader, ...), joined in turns with
+0.5-1.2 s pauses, plus single-speaker files and two espeak-ng voices reading examples/episode.txt: found
+vs true speaker count and the share of speech time right, with the clips' own spans as the speech
+(`--skip-clips` leaves them out; `--skip-longform` the long-form set).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import argparse
 import itertools
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -80,6 +88,90 @@ def hypothesis_spans(segments: list[dict]) -> list[tuple[float, float, str]]:
     return out
 
 
+SPEECH_GROUPS = {
+    "lj": [f"ljspeech_coqui/wavs/LJ001-00{i:02d}.wav" for i in range(1, 33)],
+    "man": [
+        f"librispeech_kennethwang/LibriSpeech/test-clean/1089/{p}.flac"
+        for p in (
+            "134686/1089-134686-0000",
+            "134686/1089-134686-0001",
+            "134691/1089-134691-0000",
+            "134691/1089-134691-0001",
+        )
+    ],
+    "sb1": [f"speechbrain/spk1_snt{i}.wav" for i in range(1, 6)],
+    "sb2": [f"speechbrain/spk2_snt{i}.wav" for i in range(1, 6)],
+    "lv": [f"pocketsphinx_librivox/sense_and_sensibility_01_austen_64kb-0{i}.wav" for i in (870, 880, 890, 920, 930)],
+    "lh": ["lhotse/2412-153948-0000.flac"],
+    "jfk": ["openai_whisper/jfk.flac"],
+    "gb0": ["long_gb0/gb0.wav"],
+}
+
+
+def conversations(speech: Path, here: Path) -> list[tuple[str, np.ndarray, list[tuple[float, float, str]]]]:
+    """(name, samples, truth) for conversations in turns of the clip groups, and one-speaker files."""
+    from pipeline import audio
+
+    g = SPEECH_GROUPS
+    plans = {
+        "lj+man+sb1 (3)": [(w, g[w][k % len(g[w])]) for k in range(5) for w in ("lj", "man", "sb1")],
+        "sb1+sb2 (2)": [(w, p) for a, b in zip(g["sb1"], g["sb2"]) for w, p in (("sb1", a), ("sb2", b))],
+        "lj+lv (2)": [(w, p) for a, b in zip(g["lj"][10:15], g["lv"]) for w, p in (("lj", a), ("lv", b))],
+        "man+lh+lj (3)": [
+            ("man", g["man"][0]),
+            ("lh", g["lh"][0]),
+            ("lj", g["lj"][20]),
+            ("man", g["man"][3]),
+            ("lj", g["lj"][21]),
+        ],
+        "lj (1)": [("lj", p) for p in g["lj"][:20]],
+        "lv (1)": [("lv", p) for p in g["lv"]],
+        "gb0 (1)": [("gb0", g["gb0"][0])],
+        "jfk (1)": [("jfk", g["jfk"][0])],
+    }
+    rng = np.random.default_rng(0)
+    out = []
+    for name, parts in plans.items():
+        clips = [(who, audio.decode(speech / rel)) for who, rel in parts]
+        out.append((name, *_joined(clips, rng)))
+    text = (here / "examples" / "episode.txt").read_text().splitlines()
+    lines = [line.split("|", 1) for line in text if "|" in line and not line.startswith("#")]
+    clips = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, (voice, text) in enumerate(lines[:12]):
+            wav = Path(tmp) / f"{k}.wav"
+            subprocess.run(["espeak-ng", "-v", voice, "-s", "135", "-w", str(wav), text], check=True)
+            clips.append((voice, audio.decode(wav)))
+    out.append(("espeak-ng pair (2)", *_joined(clips, rng)))
+    return out
+
+
+def _joined(clips, rng) -> tuple[np.ndarray, list[tuple[float, float, str]]]:
+    pieces, truth, t = [np.zeros(8000, np.float32)], [], 0.5
+    for who, x in clips:
+        truth.append((t, t + len(x) / 16_000, who))
+        pause = float(rng.uniform(0.5, 1.2))
+        pieces += [x, np.zeros(int(pause * 16_000), np.float32)]
+        t += len(x) / 16_000 + pause
+    return np.concatenate(pieces), truth
+
+
+def clip_conversations(diarizer: Diarizer, speech: Path, here: Path) -> None:
+    from pipeline.diarize import cluster, turns
+    from pipeline.diarize.diarizer import RELIABLE_S, Stream
+
+    print(f"\n{'conversation from real clips':28} {'speakers true/found':>20} {'right':>7}")
+    for name, samples, truth in conversations(speech, here):
+        regions = [(a, b) for a, b, _ in truth]
+        stream = Stream(samples[i : i + 80_000] for i in range(0, len(samples), 80_000))
+        spans, vectors = diarizer.embed(stream, regions)
+        reliable = np.array([hi - lo >= RELIABLE_S for lo, hi in spans])
+        labels = cluster.cluster(vectors, reliable=reliable)
+        found = turns.turns(regions, spans, [int(x) for x in labels])
+        got = score(truth, [(t.start_s, t.end_s, t.speaker) for t in found], len(samples) / 16_000)
+        print(f"{name:28} {got['speakers_ref']:>10}/{got['speakers_found']:<9} {got['right']:7.1%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = Path(__file__).resolve().parents[1]
@@ -93,9 +185,24 @@ def main() -> None:
     parser.add_argument("--hop", type=float, default=DiarizeOptions.hop_s, help="window hop, s")
     parser.add_argument("--window", type=float, default=DiarizeOptions.window_s, help="window length, s")
     parser.add_argument("--change", type=float, default=None, help="diarizer.CHANGE (refine below this cosine)")
+    parser.add_argument("--speech", type=Path, default=here.parent / "shared" / "speech")
+    parser.add_argument("--skip-clips", action="store_true")
+    parser.add_argument("--skip-longform", action="store_true")
     parser.add_argument("--out", type=Path, help="results as JSON")
     args = parser.parse_args()
 
+    if args.change is not None:
+        import pipeline.diarize.diarizer as module
+
+        module.CHANGE = args.change
+    diarizer = Diarizer(DiarizeOptions(window_s=args.window, hop_s=args.hop))
+    if not args.skip_longform:
+        longform(args, diarizer)
+    if not args.skip_clips:
+        clip_conversations(diarizer, args.speech, here)
+
+
+def longform(args, diarizer: Diarizer) -> None:
     episodes = sorted(p.name[: -len(".ref.json")] for p in args.longform.glob("*.ref.json"))
     refs = {e: json.loads((args.longform / f"{e}.ref.json").read_text()) for e in episodes}
     audio = {e: args.longform / refs[e]["audio"] for e in episodes}
@@ -113,11 +220,6 @@ def main() -> None:
     for s in job.read("segments").to_pylist():
         segments.setdefault(s["file_id"], []).append(s)
 
-    if args.change is not None:
-        import pipeline.diarize.diarizer as module
-
-        module.CHANGE = args.change
-    diarizer = Diarizer(DiarizeOptions(window_s=args.window, hop_s=args.hop))
     results = {}
     for e in episodes:
         row = files[audio[e].name]
