@@ -369,6 +369,12 @@ def test_three_voices_labelled_later_without_decoding_again(conversation, cache_
     doc = json.loads((out / "subtitles" / "three_voices.json").read_text())
     assert doc["speakers"] == ["Speaker 1", "Speaker 2", "Speaker 3"]
     assert {s["speaker"] for s in doc["segments"]} == set(doc["speakers"])
+    plain = tmp_path / "plain"
+    result = podscribe(
+        "export", str(out), "-f", "txt,vtt", "--no-speaker-labels", "-o", str(plain), cache_dir=cache_dir
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Speaker" not in (plain / "three_voices.txt").read_text() + (plain / "three_voices.vtt").read_text()
 
     code, _, stderr = finish(start(out, [path], cache_dir, trace, "--diarize", "--num-speakers", "2", args=args))
     assert code == 0, stderr
