@@ -408,7 +408,8 @@ def _speaker_changes(cues: list[Cue]) -> list[bool]:
 
 
 def to_srt(cues: list[Cue]) -> str:
-    """A diarized cue whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices)."""
+    """A diarized cue whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices;
+    the prefix is not counted in the line length the cue was laid out for)."""
     blocks = [
         f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n"
         + "\n".join([f"[{c.speaker}] {c.lines[0]}", *c.lines[1:]] if changed else c.lines)

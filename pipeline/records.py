@@ -18,7 +18,7 @@ class Word:
     start_s: float
     end_s: float
     probability: float
-    speaker: str | None = None  # with --diarize: who said it (pipeline/diarize)
+    speaker: str | None = None  # with --diarize: who said it; set on the segments table's rows by diarize/turns.py
 
 
 @dataclass

@@ -338,7 +338,7 @@ def _labelled(ctx: FileContext, row: dict, segments: list[dict]) -> tuple[dict, 
         return tables.file_labelled(row, segments, 0, ctx.diarizer.config), segments
     try:
         labelled, n_speakers = ctx.diarizer.label(ctx.path, segments, row.get("duration_s"))
-    except (RuntimeError, ValueError, MemoryError, AudioError) as exc:
+    except Exception as exc:  # whatever breaks in the labels (a native library, the hub), the transcript stays
         log.warning("diarizing %s failed:\n%s", ctx.path, traceback.format_exc())
         problem = f"diarization failed: {type(exc).__name__}: {exc}"
         return {**row, "warnings": "; ".join(filter(None, [row.get("warnings"), problem]))}, segments
@@ -348,14 +348,19 @@ def _labelled(ctx: FileContext, row: dict, segments: list[dict]) -> tuple[dict, 
 def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
     """A finished file that needs speaker labels (``--diarize`` added or changed): its segments labelled, nothing
     decoded again. Segments first, the files row last, each written atomically."""
+    known_damage = len(ctx.job.damaged)
     segments = ctx.job.read("segments", {ctx.file_id}).to_pylist()
-    if len(segments) != row["n_segments"]:  # damaged since planning: the next run decodes the file again
+    if len(ctx.job.damaged) > known_damage or not segments:  # damaged or gone since planning: the next run decodes the file again
         _quarantine_damaged(ctx.job)
         summary.warnings.append((str(ctx.path), "its segments table could not be read: not labelled"))
+        summary.already_done += 1
         return
+    # (A count that differs from the row's n_segments is a labelling cut short between its two writes: the
+    # segments were already split, and labelling them again is the way on.)
     new_row, labelled = _labelled(ctx, row, segments)
     if new_row.get("speaker_config") != ctx.diarizer.config:
         summary.warnings.append((str(ctx.path), new_row["warnings"]))
+        summary.already_done += 1  # its transcript is done; the next run with --diarize tries the labels again
         return
     ctx.job.write_labels(new_row, labelled)
     summary.relabelled += 1
@@ -450,19 +455,27 @@ def output_hash(config: dict) -> str:
     return JobDir.config_hash(deciding)
 
 
-def _check_config(job: JobDir, config: dict, rows: list[dict]) -> None:
-    """job.json decides; when it is lost or damaged, the files rows' hashes decide (and job.json is rebuilt)."""
+def _check_config(job: JobDir, config: dict, rows: list[dict], joining: bool = False) -> None:
+    """job.json decides; when it is lost or damaged, the files rows' hashes decide (and job.json is rebuilt).
+    Other speaker-label options relabel finished files, unless other workers are at work (``joining``): workers
+    of one job label alike."""
     try:
         old = job.read_job()
         why = f"{job.root / 'job.json'} is missing"
     except DamagedState as exc:
         old, why = None, str(exc)
     if old is not None:
-        labels = (LABELS, *(f"{LABELS}.{key}" for key in config[LABELS])) if LABELS in config else ()
+        relabel = LABELS in config and not joining  # workers at work together must label alike
+        labels = (LABELS, *(f"{LABELS}.{key}" for key in config[LABELS])) if relabel else ()
         job.check_config(config, SPEED_ONLY + labels, old, ADDED)
         return
     if not rows:
         return
+    if LABELS not in config and any(r.get("speaker_config") for r in rows):
+        raise ConfigChanged(
+            f"{why}, and the results in {job.root} carry speaker labels (--diarize): run with --diarize "
+            "(and the speaker options they were made with), another --out, or --restart to start over."
+        )
     hashes = {r.get("config_hash") for r in rows}
     if hashes == {output_hash(config)}:
         log.warning("%s; the results there were made with this configuration: rebuilding it", why)
@@ -513,6 +526,7 @@ def _identify(refs: list[InputRef], rows: list[dict], fps: Fingerprints) -> list
 
 def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptions, summary: JobSummary) -> list[Task]:
     fps = job.fingerprints()
+    labels = JobDir.config_hash(asdict(options.diarize)) if options.diarize else None
     idents = _identify(refs, rows, fps)
     content_of = {str(ref.path): ident.file_id for ref, ident in zip(refs, idents) if ident.readable}
     by_id = {r["file_id"]: r for r in rows}
@@ -545,14 +559,16 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
         if state == "done" and row["n_segments"] and not job.readable("segments", task.file_id):
             _quarantine_damaged(job)
             state = None
-        if state == "done" and _needs_labels(row, options):
-            todo.append(Task(task.file_id, task.refs, task.problem, relabel=True))
-        elif state == "done":
-            summary.already_done += 1
+        if state == "done":
             listed = row_paths(row)
             added = [p for p in task.paths if p not in listed]
             if added or listed != row["paths"]:  # a new copy of finished content: its subtitles are written too
-                job.update_file_row({**row, "path": listed[0], "paths": listed + added})
+                row = {**row, "path": listed[0], "paths": listed + added}
+                job.update_file_row(row)
+            if _needs_labels(row, labels):
+                todo.append(Task(task.file_id, task.refs, task.problem, relabel=True))
+            else:
+                summary.already_done += 1
         elif state == "failed" and not options.retry_failed:
             summary.skipped_failed += 1
         else:
@@ -561,12 +577,10 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
     return todo
 
 
-def _needs_labels(row: dict, options: JobOptions) -> bool:
-    if options.diarize is None or not row["n_segments"]:
-        return False
-    from .diarize.diarizer import options_hash
-
-    return row.get("speaker_config") != options_hash(options.diarize)
+def _needs_labels(row: dict, speaker_config: str | None) -> bool:
+    """A done file whose labels are missing or were made with other options (``speaker_config``: the hash of
+    this run's diarization options; None: no --diarize)."""
+    return speaker_config is not None and bool(row["n_segments"]) and row.get("speaker_config") != speaker_config
 
 
 def _probe(task: Task) -> audio.AudioInfo | AudioError:
@@ -650,7 +664,7 @@ def _prepare(
     if options.restart:
         _restart(job, others)
     rows = _readable_rows(job)
-    _check_config(job, config, rows)
+    _check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
     if others:
         with contextlib.suppress(DamagedState):
@@ -698,8 +712,10 @@ class _Worker:
         """Longest first; each file only under its claim. Files held by other workers are tried again after a
         pass (their worker may have died), until a pass finds nothing to take."""
         job, summary = self.job, self.summary
-        probed = {task.file_id: _probe(task) for task in todo}
-        durations = {k: 0.0 if isinstance(info, AudioError) else info.duration_s or 0.0 for k, info in probed.items()}
+        probed = {task.file_id: None if task.relabel else _probe(task) for task in todo}  # labels need no probe
+        durations = {
+            k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
+        }
         pending = sorted(todo, key=lambda task: -durations[task.file_id])
         with tqdm(
             total=round(sum(durations.values()) / 3600, 3),
@@ -736,7 +752,7 @@ class _Worker:
                 pending = busy
 
     def decode_claimed(
-        self, task: Task, held: workers.Claim, probed: audio.AudioInfo | AudioError, duration_s: float
+        self, task: Task, held: workers.Claim, probed: audio.AudioInfo | AudioError | None, duration_s: float
     ) -> None:
         # Another worker wrote its row after this one planned. (A row as planned is not a reason to skip: a
         # done row whose segments table was damaged is planned to be redone.)
@@ -767,12 +783,19 @@ class _Worker:
                 self.config_hash,
                 self.diarizer,
             )
+            if held.deaths >= options.max_attempts and task.relabel:  # labels are not worth a transcript
+                warning = f"a worker died {held.deaths} times while labelling its speakers: left unlabelled"
+                self.summary.warnings.append((str(ctx.path), warning))
+                self.summary.already_done += 1  # its transcript is
+                log.warning("%s: %s", ctx.path, warning)
+                held.finish()
+                return
             if held.deaths >= options.max_attempts:
                 _poisoned(ctx, held.deaths, self.summary)
                 held.finish()
                 return
             try:
-                if task.relabel and row is not None and not _needs_labels(row, options):
+                if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
                     self.summary.by_others += 1  # another worker labelled it in the meantime
                 elif task.relabel and row is not None:
                     _relabel_one(ctx, row, self.summary)

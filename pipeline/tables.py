@@ -303,9 +303,12 @@ def file_done(
 
 
 def file_labelled(row: dict, segments: list[dict], n_speakers: int, speaker_config: str) -> dict:
-    """A done files row after the diarize stage labelled (and maybe split) its segments."""
+    """A done files row after the diarize stage labelled (and maybe split) its segments (a failed labelling's
+    warning from an earlier run dropped)."""
+    kept = [w for w in (row.get("warnings") or "").split("; ") if w and not w.startswith("diarization failed")]
     return {
         **row,
+        "warnings": "; ".join(kept) or None,
         "n_segments": len(segments),
         "n_flagged": sum(bool(s["flags"]) for s in segments),
         "n_speakers": n_speakers,

@@ -144,6 +144,23 @@ def test_a_segment_whose_words_change_speaker_is_split_there_and_keeps_its_text(
     assert " ".join(r["text"] for r in got) == " ".join(r["text"] for r in rows)
 
 
+def test_words_that_do_not_spell_the_whole_text_never_split_it_away():
+    """The alignment may attach fewer words than the text has: a split would drop the rest."""
+    rows = [segment(0, 0.0, 4.0, "A B C D", [word(" A", 0.0, 0.5), word(" B", 1.5, 2.0)])]
+    who = [Turn(0.0, 1.0, "Speaker 1"), Turn(1.0, 4.0, "Speaker 2")]
+    got = turns.label_rows(rows, who)
+    assert [(r["text"], r["speaker"]) for r in got] == [("A B C D", "Speaker 2")]
+    assert [w["speaker"] for w in got[0]["words"]] == ["Speaker 1", "Speaker 2"]
+
+
+def test_a_labelled_row_drops_the_warning_of_an_earlier_failed_labelling():
+    from pipeline.tables import file_labelled
+
+    row = {"warnings": "truncated: 3 s; diarization failed: OSError: gone", "n_segments": 1, "n_flagged": 0}
+    got = file_labelled(row, [{"flags": []}], 1, "abc")
+    assert got["warnings"] == "truncated: 3 s" and got["n_speakers"] == 1 and got["speaker_config"] == "abc"
+
+
 def test_without_words_a_segment_takes_the_speaker_with_most_time():
     rows = [segment(0, 0.0, 4.0, "Two voices, no word timings."), segment(1, 9.0, 9.5, "Far from any turn.")]
     who = [Turn(0.0, 1.0, "Speaker 2"), Turn(1.0, 4.0, "Speaker 1"), Turn(6.0, 8.0, "Speaker 2")]
@@ -348,6 +365,14 @@ def test_three_voices_labelled_later_without_decoding_again(conversation, cache_
     before = read_segments(out)
     assert all(s["speaker"] is None for s in before)
 
+    # a labelling that killed its worker every time: the transcript stays, unlabelled, with a warning
+    file_id = pq.read_table(out / "files").to_pylist()[0]["file_id"]
+    (out / "claims").mkdir(exist_ok=True)
+    (out / "claims" / f"{file_id}.json").write_text(json.dumps({"persisted": 0, "attempts": 3, "worker": "x"}))
+    code, _, stderr = finish(start(out, [path], cache_dir, None, "--diarize", args=args))
+    assert code == 0 and "left unlabelled" in stderr, stderr
+    assert read_segments(out) == before and pq.read_table(out / "files").to_pylist()[0]["status"] == "done"
+
     code, stdout, stderr = finish(
         start(out, [path], cache_dir, trace, "--diarize", "--subtitles", "vtt,json", args=args)
     )
@@ -383,6 +408,9 @@ def test_three_voices_labelled_later_without_decoding_again(conversation, cache_
 
     code, _, stderr = finish(start(out, [path], cache_dir, None, args=args))
     assert code == 4 and "diarize" in stderr
+    (out / "job.json").unlink()  # lost: the rows' labels still say how the job was made
+    code, _, stderr = finish(start(out, [path], cache_dir, None, args=args))
+    assert code == 4 and "carry speaker labels" in stderr
 
 
 @pytest.mark.model

@@ -1,8 +1,8 @@
 """Who is who: spectral clustering of window embeddings with the speaker count read from the eigengap.
 
 The refinement of the affinity matrix is Google's (Wang et al., "Speaker diarization with LSTM", 2018, and
-its ``spectralcluster`` package): cosine similarity, crop the diagonal, blur along time, keep each row's
-strongest entries, symmetrize, diffuse, normalise rows. Their optional Gaussian blur along time is left out: it
+its ``spectralcluster`` package): cosine similarity, crop the diagonal, keep each row's strongest entries,
+symmetrize, diffuse, normalise rows. Their optional Gaussian blur along time is left out: it
 smeared neighbouring windows across speaker turns and cost 4-5% of the windows on the long-form set. The number of speakers is where the ratio of
 consecutive eigenvalues is largest within the allowed range; k-means (deterministic seeding) on the
 leading eigenvectors labels the windows. Fixed-threshold agglomerative clustering was right only in a

@@ -7,8 +7,6 @@ job that gets ``--diarize`` later (runner.py relabels those without decoding the
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -29,7 +27,9 @@ RELIABLE_S = 0.5  # shorter windows (a lone "Yes.") are labelled by the voices t
 
 def options_hash(options: DiarizeOptions) -> str:
     """What a files row's ``speaker_config`` holds: labels made otherwise are made again."""
-    return hashlib.sha256(json.dumps(asdict(options), sort_keys=True).encode()).hexdigest()[:16]
+    from ..manifest import JobDir
+
+    return JobDir.config_hash(asdict(options))
 
 
 class Stream:

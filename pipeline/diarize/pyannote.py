@@ -1,7 +1,8 @@
 """``--diarizer pyannote``: pyannote.audio's hub pipeline, for users who have hub access and accepted its terms.
 
 Opt-in (the ``pyannote`` extra); every way it cannot start is said at job start, before any decoding:
-the package missing, no token, the model's terms not accepted.
+the package missing, no token, the model's terms not accepted. Unlike the default backend it needs the
+whole waveform in memory (about 230 MB per audio hour, float32 at 16 kHz).
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ class PyannoteBackend:
                 f"terms of https://hf.co/{MODEL} and https://hf.co/pyannote/segmentation-3.0"
             )
         try:
-            self.pipeline = Pipeline.from_pretrained(MODEL, token=token)
+            try:
+                self.pipeline = Pipeline.from_pretrained(MODEL, token=token)  # pyannote.audio 4
+            except TypeError:
+                self.pipeline = Pipeline.from_pretrained(MODEL, use_auth_token=token)  # 3.x
         except Exception as exc:  # gated, offline, bad token: pyannote's own message says which
             raise UsageProblem(
                 f"--diarizer pyannote could not load {MODEL} ({type(exc).__name__}: {exc}); accept the model's "

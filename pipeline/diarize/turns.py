@@ -115,6 +115,11 @@ def label_rows(rows: list[dict], turns: list[Turn]) -> list[dict]:
             out.append({**row, "speaker": speaker_at(turns, row["start_s"], row["end_s"])})
             continue
         words = [{**w, "speaker": speaker_at(turns, w["start_s"], w["end_s"])} for w in words]
+        if "".join(w["word"] for w in words).split() != row["text"].split():
+            # words that do not spell the whole text (an alignment that stopped early): splitting would lose the
+            # rest, so the segment stays whole with the speaker that has most time in it
+            out.append({**row, "words": words, "speaker": speaker_at(turns, row["start_s"], row["end_s"])})
+            continue
         runs: list[list[dict]] = []
         for w in words:
             if runs and runs[-1][-1]["speaker"] == w["speaker"]:
