@@ -350,7 +350,9 @@ def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
     decoded again. Segments first, the files row last, each written atomically."""
     known_damage = len(ctx.job.damaged)
     segments = ctx.job.read("segments", {ctx.file_id}).to_pylist()
-    if len(ctx.job.damaged) > known_damage or not segments:  # damaged or gone since planning: the next run decodes the file again
+    if (
+        len(ctx.job.damaged) > known_damage or not segments
+    ):  # damaged or gone since planning: the next run decodes the file again
         _quarantine_damaged(ctx.job)
         summary.warnings.append((str(ctx.path), "its segments table could not be read: not labelled"))
         summary.already_done += 1
