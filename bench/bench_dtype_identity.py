@@ -9,14 +9,16 @@ differently, and a near-tie between two tokens can go either way. This measures 
 
 Inputs: the human-referenced English clips of the shared speech set (one piece each, padded or cut
 to 30 s as the pipeline does), all 49 by default or ``--clips N`` spread evenly over the list (the
-bf16 encoder on a CPU without bf16 units is ~6x slower than fp32; the whole run takes ~10 minutes
-on 2 cores). Main model `base` on CPU, loaded once in
-float32 and once in bfloat16; the encoder runs once per dtype (batch ``--batch-size``) and its
+bf16 encoder on a CPU without bf16 units is ~6x slower than fp32; the whole run took ~15 minutes on
+2 busy cores). Main model `base` on CPU, loaded once in float32 and once in bfloat16; the encoder
+runs once per dtype (batch ``--batch-size``) and its
 output feeds both modes, so only the decoder differs. Each dtype decodes every batch with
 podscribe's Generator (what the Transcriber calls, without its second chances) twice: plain
 (no assistant) and speculative with the int8 self-draft. Reported per dtype: pieces whose token
 ids differ between plain and speculative, where the first difference falls, WER of each mode
 against the references, wall time of each phase; then bf16-plain vs fp32-plain for context.
+The draft length k is chosen each round from measured wall times (DraftPolicy), so the verify
+widths, and with them which bf16 pieces flip, change from run to run; plain decoding does not.
 
 For every differing piece: the tokens at the first difference and the text around it, and the
 main model's logits for the two tokens at that point in a teacher-forced pass (bf16 and fp32),
