@@ -1,6 +1,7 @@
 """Long-form accuracy and speed: podscribe vs faster-whisper on the same `base` weights, scored in one run.
 
     .venv/bin/python bench/bench_longform.py [--episodes dev01_garden,dev03_jazz] [--skip-fw] [--first-pass]
+                                             [--compute-types float32,int8]
                                              [--out results.json] [--job-dir DIR] [--longform ../shared/longform]
 
 Episodes: every <name>.ref.json in the long-form folder, or those named in --episodes. The folder is
@@ -73,7 +74,12 @@ def episode_files(longform: Path, names: list[str]) -> dict[str, Path]:
 
 
 def run_podscribe(
-    files: dict[str, Path], job_dir: Path, language: str | None, second_chances: bool = True, cut=None
+    files: dict[str, Path],
+    job_dir: Path,
+    language: str | None,
+    second_chances: bool = True,
+    cut=None,
+    compute_type: str = "auto",
 ) -> dict:
     import pyarrow.dataset as ds
 
@@ -88,9 +94,16 @@ def run_podscribe(
         if second_chances
         else DecodeOptions(language=language, coverage=False, fallback_beams=0)
     )
-    options = JobOptions(out_dir=job_dir, model="base", decode=decode, progress=False, **({"cut": cut} if cut else {}))
+    options = JobOptions(
+        out_dir=job_dir,
+        model="base",
+        compute_type=compute_type,
+        decode=decode,
+        progress=False,
+        **({"cut": cut} if cut else {}),
+    )
     models = load_models(
-        options.model, options.assistant, pick_runtime(options.device, options.dtype), options.cache_dir
+        options.model, options.assistant, pick_runtime(options.device, options.compute_type), options.cache_dir
     )
     start = time.perf_counter()
     summary = run([str(p) for p in files.values()], options, models=models)
@@ -257,6 +270,9 @@ def main() -> None:
         action="store_true",
         help="also run podscribe without its second chances (no coverage check, no fallback)",
     )
+    parser.add_argument(
+        "--compute-types", default=None, help="also run podscribe with these compute types, e.g. float32,int8"
+    )
     parser.add_argument("--language", default=None, help="force a language (default: detected, as a user runs it)")
     parser.add_argument(
         "--job-dir",
@@ -292,6 +308,13 @@ def main() -> None:
             print("podscribe base (defaults) ...", flush=True)
             results["podscribe base"] = run_podscribe(files, job_dir, args.language)
             results["podscribe base"]["load_avg_after"] = os.getloadavg()
+            for compute_type in filter(None, (args.compute_types or "").split(",")):
+                label = f"podscribe base {compute_type}"
+                print(f"{label} ...", flush=True)
+                results[label] = run_podscribe(
+                    files, tmp / f"job-{compute_type}", args.language, compute_type=compute_type
+                )
+                results[label]["load_avg_after"] = os.getloadavg()
             if args.cut_variant:
                 from pipeline.audio import CutOptions
 

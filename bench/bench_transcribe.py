@@ -1,6 +1,6 @@
 """Throughput and WER of podscribe vs faster-whisper on the same `base` weights, measured in one run.
 
-    .venv/bin/python bench/bench_transcribe.py [--speech ../shared/speech] [--quick]
+    .venv/bin/python bench/bench_transcribe.py [--speech ../shared/speech] [--quick] [--compute-types float32,int8]
 
 Inputs: the human-referenced English clips of the shared speech set (one piece
 each) and a ~3-minute long-form mp3 joined from them with pauses. Prints audio
@@ -29,7 +29,7 @@ from pipeline import audio  # noqa: E402
 from pipeline.decode import DecodeOptions, Transcriber  # noqa: E402
 from pipeline.metrics import wer  # noqa: E402
 from pipeline.models import registry  # noqa: E402
-from pipeline.models.load import Models, load_models, quantized_self_draft  # noqa: E402
+from pipeline.models.load import Models, load_models  # noqa: E402
 from pipeline.runner import JobOptions, run  # noqa: E402
 from pipeline.runtime import pick_runtime  # noqa: E402
 
@@ -87,7 +87,7 @@ def podscribe_clips(models: Models, clips, batch_size: int):
 
 
 def podscribe_long(models: Models, mp3: Path, folder: Path):
-    out = folder / f"job-{models.assistant_name or 'none'}"
+    out = folder / f"job-{models.runtime.compute_type}-{models.assistant_name or 'none'}"
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
     run([str(mp3)], JobOptions(out_dir=out, decode=DecodeOptions(language="en"), progress=False), models=models)
@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", "../shared/speech")))
     parser.add_argument("--quick", action="store_true", help="12 clips only")
     parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--compute-types", default="float32,int8", help="podscribe's, one run each")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     import transformers
@@ -132,15 +133,12 @@ def main() -> None:
     mp3, long_ref, long_audio = long_form(clips, folder)
     print(f"clips: {len(clips)} ({clip_audio:.0f} s); long-form: {long_audio:.0f} s; CPU threads: {os.cpu_count()}")
 
-    base = load_models("base", "none", pick_runtime("cpu"))
-    draft = Models(base.main, base.processor, quantized_self_draft(base.main), base.main_ref, "self-int8", base.runtime)
     rows = []
-    for label, models, bs in [
-        (f"podscribe base fp32, bs {args.batch_size}", base, args.batch_size),
-        ("podscribe base + self-int8 (transformers assisted, bs 1)", draft, 1),
-    ]:
-        cw, hyps = podscribe_clips(models, clips, bs)
+    for compute_type in args.compute_types.split(","):
+        models = load_models("base", "none", pick_runtime("cpu", compute_type))
+        cw, hyps = podscribe_clips(models, clips, args.batch_size)
         lw, long_hyp = podscribe_long(models, mp3, folder)
+        label = f"podscribe base {compute_type}, bs {args.batch_size}"
         rows.append((label, cw, wer(refs, hyps), lw, wer([long_ref], [long_hyp])))
     model_dir = registry.ct2_directory("base", folder)
     for compute_type in ("int8", "float32"):
@@ -149,7 +147,7 @@ def main() -> None:
             (f"faster-whisper base {compute_type}, beam 1", cw, wer(refs, hyps), lw, wer([long_ref], [long_hyp]))
         )
 
-    ref_clips, ref_long = rows[2][1], rows[2][3]
+    ref_clips, ref_long = next((r[1], r[3]) for r in rows if r[0].startswith("faster-whisper base int8"))
     print(
         f"\n{'configuration':58} {'clips xRT':>9} {'WER':>7} {'long xRT':>9} {'WER':>7} {'vs fw-int8 (clips/long)':>24}"
     )

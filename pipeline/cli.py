@@ -20,10 +20,10 @@ from .errors import PodscribeError
 from .export import FORMATS, CueRules
 from .languages import language_code
 from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
+from .runtime import COMPUTE_TYPES
 from .workers import MAX_ATTEMPTS
 
 DEFAULT_JOB_DIR = "podscribe-manifests"
-DTYPES = ("auto", "float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 # Flags (and job-file keys) whose defaults are the option dataclasses' own: one source for each default.
 FROM_OPTIONS = {
@@ -57,7 +57,7 @@ DEFAULTS = {
     "model": None,  # the runtime's default (models/load.py)
     "assistant": "default",
     "device": "auto",
-    "dtype": "auto",
+    "compute_type": "auto",
     "cache_dir": None,
     "subtitles": [],
     "word_timestamps": None,  # on when subtitles are asked for
@@ -159,11 +159,14 @@ def job_options(flags_default_none: bool):
         ),
         click.option("--device", default=d("device"), show_default=show, help="auto, cpu, cuda or cuda:N."),
         click.option(
+            "--compute-type",
             "--dtype",
-            default=d("dtype"),
+            "compute_type",
+            default=d("compute_type"),
             show_default=show,
-            type=click.Choice(DTYPES),
-            help="auto: fp16 on CUDA, fp32 on CPU.",
+            type=click.Choice(COMPUTE_TYPES),
+            help="Precision of weights and arithmetic. int8 (CPU): int8 linear layers, activations quantized "
+            "per token. auto: int8 on CPU, float16 on CUDA; a resumed job keeps the one it started with.",
         ),
         click.option(
             "--batch-size",
@@ -429,8 +432,8 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
         raise click.UsageError(f"--device {settings['device']!r}: choose auto, cpu, cuda or cuda:N")
     if settings["engine"] not in ("local", "ray"):
         raise click.UsageError(f"engine {settings['engine']!r}: choose local or ray")
-    if settings["dtype"] not in DTYPES:
-        raise click.UsageError(f"--dtype {settings['dtype']!r}: choose from {', '.join(DTYPES)}")
+    if settings["compute_type"] not in COMPUTE_TYPES:
+        raise click.UsageError(f"compute type {settings['compute_type']!r}: choose from {', '.join(COMPUTE_TYPES)}")
     if not settings["diarize"] and (settings["num_speakers"] or settings["diarizer"] != DEFAULTS["diarizer"]):
         raise click.UsageError("--num-speakers and --diarizer label speakers: add --diarize (or diarize = true)")
     for parent in (out_dir, *out_dir.parents):
@@ -444,7 +447,7 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             model=settings["model"],
             assistant=settings["assistant"],
             device=settings["device"],
-            dtype=settings["dtype"],
+            compute_type=settings["compute_type"],
             decode=DecodeOptions(
                 language=language_code(settings["language"]),
                 task=settings["task"],

@@ -24,7 +24,7 @@ KEYS = {
     "model": str,
     "assistant": str,
     "device": str,
-    "dtype": str,
+    "compute_type": str,
     "batch_size": int,
     "language": str,
     "task": str,
@@ -65,6 +65,9 @@ KEYS = {
 }
 
 
+RENAMED = {"dtype": "compute_type"}  # older key -> its name now (job files written for older versions still load)
+
+
 class JobFileError(UsageProblem):
     """A job file that cannot be read or names unknown keys."""
 
@@ -75,6 +78,11 @@ def load(path: Path) -> dict:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise JobFileError(f"cannot read job file {path}: {exc}") from exc
+    for old, new in RENAMED.items():
+        if old in data:
+            if new in data:
+                raise JobFileError(f"{path}: {old} is the older name of {new}: give one of them")
+            data[new] = data.pop(old)
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
         raise JobFileError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")

@@ -50,7 +50,7 @@ from .errors import ConfigChanged, DamagedState, UsageProblem
 from .export import CueRules, export_job
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
-from .runtime import pick_runtime
+from .runtime import pick_runtime, recorded_compute_type
 from .stitch import stitch
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class JobOptions:
     model: str | None = None  # None: the runtime's default
     assistant: str | None = "default"
     device: str = "auto"
-    dtype: str = "auto"
+    compute_type: str = "auto"  # runtime.COMPUTE_TYPES; auto resumes a job with the one it started with
     decode: DecodeOptions = field(default_factory=DecodeOptions)
     cut: CutOptions = field(default_factory=CutOptions)
     cache_dir: Path | None = None
@@ -645,7 +645,28 @@ def _diarizer(options: JobOptions) -> Diarizer | None:
 
 
 def job_models(options: JobOptions) -> Models:
-    return load_models(options.model, options.assistant, pick_runtime(options.device, options.dtype), options.cache_dir)
+    runtime = pick_runtime(options.device, _compute_type(options))
+    return load_models(options.model, options.assistant, runtime, options.cache_dir)
+
+
+def _compute_type(options: JobOptions) -> str:
+    """``auto`` on a job started before (on this kind of device) is the compute type it was started with: its
+    tokens depend on it, and a night's job started in float32 resumes as it began."""
+    if options.compute_type != "auto" or options.restart:
+        return options.compute_type
+    job = JobDir(options.out_dir)
+    recorded = []
+    with contextlib.suppress(DamagedState):
+        recorded.append(((job.read_job() or {}).get("config", {}).get("models") or {}).get("runtime"))
+    if recorded == [None]:  # job.json lost: the rows say what made them
+        with contextlib.suppress(DamagedState):
+            recorded = [row.get("runtime") for row in job.file_rows()]
+    device = pick_runtime(options.device, "float32").device.type
+    for describe in recorded:
+        compute_type = recorded_compute_type(describe)
+        if compute_type and describe.startswith(f"{device}/"):
+            return compute_type
+    return "auto"
 
 
 def _prepare(

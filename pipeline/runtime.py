@@ -1,35 +1,58 @@
-"""The one place that decides device, dtype and attention implementation."""
+"""The one place that decides device, compute type and attention implementation.
+
+A compute type names the weights' precision and the arithmetic's, as faster-whisper's do: ``float32``,
+``float16``, ``bfloat16`` (weights and activations in that dtype), ``int8`` (CPU: every linear layer's
+weights int8, activations quantized per token, the rest — convolutions, norms, attention — float32;
+``models/int8.py``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import UsageProblem
 
-DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
+if TYPE_CHECKING:  # the CLI reads the names below without loading torch
+    import torch
+
+INT8 = "int8"
+DTYPES = {  # name (and short name) -> torch dtype name
+    "float32": "float32",
+    "fp32": "float32",
+    "float16": "float16",
+    "fp16": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
 }
+COMPUTE_TYPES = ("auto", INT8, *DTYPES)
+# What `auto` picks per device (measured: README "Compute types"); a resumed job keeps the one it started with.
+AUTO = {"cuda": "float16", "cpu": INT8}
 
 
 @dataclass(frozen=True)
 class Runtime:
     device: torch.device
-    dtype: torch.dtype
+    dtype: torch.dtype  # of activations and of every weight that is not int8
     attn_implementation: str = "sdpa"
+    int8: bool = False  # linear layers int8 (models/int8.py)
 
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
+    @property
+    def compute_type(self) -> str:
+        return INT8 if self.int8 else str(self.dtype).removeprefix("torch.")
+
     def describe(self) -> str:
-        return f"{self.device.type}/{str(self.dtype).removeprefix('torch.')}/{self.attn_implementation}"
+        """Recorded in job.json and every files row (``runtime``): ``cpu/int8/sdpa``, ``cuda/float16/sdpa``."""
+        return f"{self.device.type}/{self.compute_type}/{self.attn_implementation}"
+
+
+def recorded_compute_type(describe: str | None) -> str | None:
+    """The compute type in a recorded ``Runtime.describe()`` (None if there is none)."""
+    parts = (describe or "").split("/")
+    return parts[1] if len(parts) == 3 and parts[1] in COMPUTE_TYPES else None
 
 
 def quiet_libraries() -> None:
@@ -45,8 +68,10 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
 
 
-def pick_runtime(device: str = "auto", dtype: str = "auto") -> Runtime:
-    """``auto``: CUDA with fp16 when a GPU is there, else CPU with fp32 (fp16 on CPU is slow and lossy)."""
+def pick_runtime(device: str = "auto", compute_type: str = "auto") -> Runtime:
+    """``auto`` device: CUDA when a GPU is there, else the CPU. ``auto`` compute type: ``AUTO`` per device."""
+    import torch
+
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -55,10 +80,14 @@ def pick_runtime(device: str = "auto", dtype: str = "auto") -> Runtime:
         raise UsageProblem(f"--device {device!r}: choose auto, cpu, cuda or cuda:N") from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageProblem(f"--device {device} was asked for, but torch sees no CUDA device")
-    if dtype == "auto":
-        torch_dtype = torch.float16 if dev.type == "cuda" else torch.float32
-    else:
-        if dtype not in DTYPES:
-            raise UsageProblem(f"--dtype {dtype!r}: choose auto or one of {', '.join(DTYPES)}")
-        torch_dtype = DTYPES[dtype]
-    return Runtime(dev, torch_dtype)
+    if compute_type == "auto":
+        compute_type = AUTO.get(dev.type, "float32")
+    if compute_type not in COMPUTE_TYPES:
+        raise UsageProblem(f"--compute-type {compute_type!r}: choose {', '.join(COMPUTE_TYPES)}")
+    if compute_type == INT8:
+        if dev.type != "cpu":
+            raise UsageProblem(
+                f"--compute-type int8 runs on the CPU (fbgemm kernels); on {dev.type} use float16 or bfloat16"
+            )
+        return Runtime(dev, torch.float32, int8=True)
+    return Runtime(dev, getattr(torch, DTYPES[compute_type]))

@@ -73,7 +73,7 @@ def cache_dir() -> Path:
 @pytest.fixture(scope="session")
 def runtime():
     torch.manual_seed(0)
-    return pick_runtime("cpu")
+    return pick_runtime("cpu", "float32")  # the equivalence tests compare float32 arithmetic
 
 
 @pytest.fixture(scope="session")

@@ -24,11 +24,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..models.int8 import Int8Linear
+
 
 def _dense(linear: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Float weight and bias of a Linear, dequantized if it is a dynamic-quantized one."""
     if isinstance(linear, torch.ao.nn.quantized.dynamic.Linear):
         return linear.weight().dequantize(), linear.bias()
+    if isinstance(linear, Int8Linear):
+        return linear.dequantized()
     return linear.weight.detach().float(), None if linear.bias is None else linear.bias.detach().float()
 
 
@@ -45,7 +49,7 @@ def fused_qkv(attn: torch.nn.Module) -> torch.nn.Module:
     with torch.no_grad():
         fused.weight.copy_(torch.cat(weights))
         fused.bias.copy_(torch.cat(biases))
-    if isinstance(attn.q_proj, torch.ao.nn.quantized.dynamic.Linear):
+    if isinstance(attn.q_proj, (torch.ao.nn.quantized.dynamic.Linear, Int8Linear)):  # a draft: per tensor is fine
         qconfig = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
         return torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(fused), qconfig)[0]
     return fused.to(attn.q_proj.weight.device, attn.q_proj.weight.dtype)

@@ -18,6 +18,7 @@ from transformers import (
 
 from ..runtime import Runtime
 from ..whisper import Tokens
+from .int8 import quantize_linears
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, resolve
 
 AUTO = "auto"
@@ -158,18 +159,25 @@ def load_assistant(
 
 
 def load_models(model: str | None, assistant: str | None, runtime: Runtime, cache_dir: Path | None = None) -> Models:
-    """``model=None`` / ``assistant="default"`` pick the runtime's defaults; ``assistant="none"`` turns it off."""
+    """``model=None`` / ``assistant="default"`` pick the runtime's defaults; ``assistant="none"`` turns it off.
+
+    With the ``int8`` compute type the main model and a loaded assistant get int8 linear layers (drafts follow
+    the main model's compute type); ``self-int8`` is made from the float weights first, as it always was."""
     default_main, default_assistant = default_names(runtime)
     main_ref = resolve(model or default_main, cache_dir)
     processor = _processor(main_ref)
     main = _from_pretrained(WhisperForConditionalGeneration, main_ref, runtime)
     if assistant == "default":
         assistant = default_assistant
+    draft, auto = None, assistant == AUTO
+    if auto:  # a candidate; the job measures whether drafting with it pays (decode/auto.py)
+        assistant = AUTO_CANDIDATES["cuda" if runtime.is_cuda else "cpu"]
     if assistant in (None, "none", ""):
-        return Models(main, processor, None, main_ref, None, runtime)
-    if assistant == AUTO:  # a candidate; the job measures whether drafting with it pays (decode/auto.py)
-        candidate = AUTO_CANDIDATES["cuda" if runtime.is_cuda else "cpu"]
-        draft = load_assistant(candidate, main, processor, runtime, cache_dir)
-        return Models(main, processor, draft, main_ref, candidate, runtime, auto=True)
-    draft = load_assistant(assistant, main, processor, runtime, cache_dir)
-    return Models(main, processor, draft, main_ref, assistant, runtime)
+        assistant = None
+    else:
+        draft = load_assistant(assistant, main, processor, runtime, cache_dir)
+    if runtime.int8:
+        quantize_linears(main)
+        if assistant != SELF_INT8:
+            draft = draft if draft is None else quantize_linears(draft)
+    return Models(main, processor, draft, main_ref, assistant, runtime, auto=auto)
