@@ -78,7 +78,9 @@ def test_good_files_done_bad_files_failed_with_readable_errors(job, inputs):
         assert row["status"] == "failed" and message in row["error"], row
         assert Path(row["path"]).name == inputs[key].name
     done = rows[inputs["m4a"].name]
-    assert done["model"] == "tiny.en" and len(done["model_sha256"]) == 64 and done["runtime"] == "cpu/float32/sdpa"
+    assert (
+        done["model"] == "tiny.en" and len(done["model_sha256"]) == 64 and done["runtime"] == "cpu/int8/sdpa"
+    )  # the CPU default
     assert done["n_pieces"] >= 2 and done["n_words"] > 60 and 39.5 < done["duration_s"] <= 40.1
 
 

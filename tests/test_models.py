@@ -130,3 +130,65 @@ def test_conversion_source_is_recorded(base_models):
     assert "converted_from" in src
     config = json.loads(open(f"{base_models.main_ref.location}/config.json").read())
     assert config["d_model"] == 512 and config["decoder_layers"] == 6
+
+
+# -- compute type int8 -------------------------------------------------------------------------------
+
+
+def test_int8_linear_rows_do_not_depend_on_the_rows_beside_them():
+    """The property speculative identity and batch-size independence rest on: a row's output is bit for bit
+    the one it has alone, whatever else (and however many others) are fed with it. torch's per-tensor dynamic
+    quantization does not have it (the reason models/int8.py exists)."""
+    from pipeline.models.int8 import Int8Linear
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(96, 40)
+    x = torch.randn(3, 50, 96) * torch.logspace(-2, 2, 50)[None, :, None]  # rows of very different scales
+    q = Int8Linear(linear)
+    together = q(x)
+    for b in range(3):
+        for t in (0, 17, 49):
+            assert torch.equal(q(x[b, t : t + 1]), together[b, t : t + 1])  # alone
+            assert torch.equal(q(x[b, : t + 1])[-1], together[b, t])  # beside fewer rows (a narrower verify)
+    assert torch.equal(q(x.reshape(1, 150, 96)).reshape(3, 50, 40), together)  # one long row block
+    with torch.no_grad():
+        ref = linear(x)
+    error = (together - ref).norm(dim=-1) / ref.norm(dim=-1)
+    assert error.max() < 0.03, error.max()
+    assert torch.equal(q(torch.zeros(2, 96)), linear.bias.detach().expand(2, 40))  # a silent row: the bias
+    per_tensor = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear})[0]
+    assert not torch.equal(per_tensor(x[0, :1]), per_tensor(x[0])[:1])
+
+
+def test_int8_compute_type_is_cpu_only_and_recorded():
+    from pipeline.errors import UsageProblem
+    from pipeline.runtime import pick_runtime, recorded_compute_type
+
+    runtime = pick_runtime("cpu", "int8")
+    assert runtime.int8 and runtime.dtype == torch.float32 and runtime.describe() == "cpu/int8/sdpa"
+    assert pick_runtime("cpu", "fp32").describe() == "cpu/float32/sdpa"
+    assert recorded_compute_type(runtime.describe()) == "int8"
+    assert recorded_compute_type("cpu") is None and recorded_compute_type(None) is None
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageProblem, match="no CUDA"):
+            pick_runtime("cuda", "int8")
+    with pytest.raises(UsageProblem, match="compute-type"):
+        pick_runtime("cpu", "int4")
+
+
+def test_auto_compute_type_resumes_a_job_with_the_one_it_started_with(tmp_path):
+    """A job started in float32 before int8 became the CPU default resumes in float32 (its tokens depend on
+    it); a new job gets the device's default; --restart starts over with it; a job.json that is lost is read
+    from the rows."""
+    from pipeline.manifest import JobDir
+    from pipeline.runner import JobOptions, _compute_type
+
+    options = JobOptions(out_dir=tmp_path / "job", device="cpu")
+    assert _compute_type(options) == "auto"
+    job = JobDir(options.out_dir)
+    job.write_job({"models": {"runtime": "cpu/float32/sdpa"}}, [])
+    assert _compute_type(options) == "float32"
+    assert _compute_type(JobOptions(out_dir=options.out_dir, device="cpu", restart=True)) == "auto"
+    assert _compute_type(JobOptions(out_dir=options.out_dir, device="cpu", compute_type="int8")) == "int8"
+    job.write_job({"models": {"runtime": "cuda/float16/sdpa"}}, [])  # another kind of device: its own default
+    assert _compute_type(options) == "auto"

@@ -25,7 +25,10 @@ from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.reference import hf_generate
 from pipeline.decode.rules import RuleState, WhisperRules
 from pipeline.decode.speculative import DraftPolicy
-from pipeline.models.load import quantized_self_draft
+from pipeline.metrics import wer
+from pipeline.models.int8 import quantize_linears
+from pipeline.models.load import Models, quantized_self_draft
+from pipeline.runtime import pick_runtime
 
 BATCH_SIZES = (1, 2, 3, 4, 8)
 
@@ -191,6 +194,52 @@ def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_models, piec
     )
     generated = [g.stats.main_calls + g.stats.accepted for g in ours]  # each main call adds one token of its own
     assert max(generated) >= 440, "expected rows that run to the limit"
+
+
+def _int8(models: Models) -> Models:
+    """The same model in the int8 compute type (its own copy: the float one stays as it is)."""
+    main = quantize_linears(copy.deepcopy(models.main))
+    return Models(main, models.processor, None, models.main_ref, None, pick_runtime("cpu", "int8"))
+
+
+@pytest.mark.parametrize("timestamps", [True, False])
+def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_models, pieces):
+    """Compute type int8: the int8 model's greedy tokens (its own, decoded alone at batch 1) at every batch size
+    and with every draft kind — drafts in int8 too (they follow the main model), or self-int8 made from the
+    float weights. The guarantee float32 has, kept by quantizing activations per token (models/int8.py)."""
+    tiny = tiny_random_models(base_models, 7)
+    tiny.main.generation_config.max_length = 60
+    drafts = [
+        ("self-int8", quantized_self_draft(tiny.main)),
+        ("decoder-only", quantize_linears(perturbed_draft(tiny.main, 7))),
+        ("seq2seq", quantize_linears(tiny_random_models(base_models, 107, d_model=32).main)),
+    ]
+    int8 = _int8(tiny)
+    features = _features(int8, pieces)
+    reference = [(g.tokens, g.segments, None) for g in _ours(int8, features, timestamps, 1)]
+    _check(int8, features, reference, timestamps, "int8 alone", sizes=(3, 8))
+    for name, draft in drafts:
+        _check(with_assistant(int8, draft, name), features, reference, timestamps, f"int8 + {name}", sizes=(1, 3, 8))
+
+
+def test_base_int8_with_its_self_draft(base_models, pieces):
+    """Real weights: base in int8 gives the same tokens alone at batch 1 and 8 and with the self-int8 draft, and
+    its text is close to float32's (the WER on every clip is bench/bench_transcribe.py's)."""
+    int8 = _int8(base_models)
+    features = _features(int8, pieces)
+    reference = [(g.tokens, g.segments, None) for g in _ours(int8, features, True, 1)]
+    _check(int8, features, reference, True, "base int8 alone", sizes=(8,))
+    _check(
+        with_assistant(int8, quantized_self_draft(base_models.main), "self-int8"),
+        features,
+        reference,
+        True,
+        "base int8 + self-int8",
+        sizes=(1, 8),
+    )
+    float32 = [int8.tokenizer.decode(g.tokens, skip_special_tokens=True) for g in _ours(base_models, features, True, 8)]
+    text = [int8.tokenizer.decode(t, skip_special_tokens=True) for t, _, _ in reference]
+    assert wer(float32, text) < 0.05
 
 
 @pytest.fixture(scope="module")
