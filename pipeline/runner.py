@@ -6,6 +6,8 @@ Built to survive the night:
   job with the same configuration joins as another worker, on this machine or another one that
   sees the job dir; one with another configuration is refused, the difference named;
 - files are decoded longest first, so one long episode does not run alone at the end of the night;
+- files of one piece (clips, trailers) are decoded several to a batch (cross-file batches): a piece's
+  tokens do not depend on the rows beside it, so grouping changes speed only;
 - each decoded batch of pieces is persisted atomically before the next one
   starts, so a killed run resumes inside a half-done file, and a finished
   file is consolidated into its tables;
@@ -50,6 +52,7 @@ from .errors import ConfigChanged, DamagedState, UsageProblem
 from .export import CueRules, export_job
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
+from .records import PieceResult
 from .runtime import pick_runtime, recorded_compute_type
 from .stitch import stitch
 
@@ -194,6 +197,15 @@ def _trace(event: str, file_id: str, number: int) -> None:
 
 
 @dataclass
+class Predecoded:
+    """A one-piece file decoded in a batch with other files: its piece, result, cutting warnings, share of time."""
+
+    pieces: list[tuple[audio.Piece, PieceResult]]
+    warnings: list[str]
+    wall_s: float
+
+
+@dataclass
 class FileContext:
     task: Task
     transcriber: Transcriber
@@ -205,6 +217,7 @@ class FileContext:
     checkpoint: bool = True
     config_hash: str | None = None
     diarizer: Diarizer | None = None
+    ready: Predecoded | None = None  # decoded beside other files (cross-file batch): nothing left to decode
 
     @property
     def file_id(self) -> str:
@@ -235,6 +248,11 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
     twice; with the same batch size it forms exactly the batches of an uninterrupted run (persisted batches
     are whole ones). The last batch of a file is not checkpointed: the file is consolidated right after it.
     """
+    if ctx.ready is not None:
+        warnings.extend(ctx.ready.warnings)
+        queue = deque([piece, result] for piece, result in ctx.ready.pieces)
+        yield from _ready(ctx, queue)
+        return
     persisted = ctx.job.read_partial(ctx.file_id)
     size = ctx.transcriber.options.batch_size
     queue: deque[list] = deque()  # [piece, result or None] in piece order
@@ -397,7 +415,7 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
     except (RuntimeError, ValueError, MemoryError) as exc:  # a decoder failure (out of memory too) on this file only
         log.warning("decoding %s failed:\n%s", ctx.path, traceback.format_exc())
         outcome, segments, pieces = tables.file_failed(f"decoding failed: {type(exc).__name__}: {exc}"), [], []
-    wall = time.monotonic() - t0
+    wall = time.monotonic() - t0 + (ctx.ready.wall_s if ctx.ready else 0.0)
     row = tables.file_closed({**identity, **outcome}, wall, _now(), ctx.transcriber.mode)
     ctx.job.write_file(row, segments, pieces)
     for piece in pieces:
@@ -751,19 +769,21 @@ class _Worker:
             looked_again = False
             while pending:
                 busy = []
-                for task in pending:
+                at = 0
+                while at < len(pending):
                     if self.stop.is_set():  # a stop between files (short files end inside one batch)
                         raise Interrupted()
-                    held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
-                    if held is None:
-                        busy.append(task)
-                        continue
-                    _trace("claimed", task.file_id, held.deaths)
-                    try:
-                        self.decode_claimed(task, held, probed[task.file_id], durations[task.file_id])
-                    finally:
-                        held.release()
-                    job_bar.update(round(durations[task.file_id] / 3600, 3))
+                    group = self._group(pending, at, probed)
+                    at += len(group)
+                    claims = []
+                    for task in group:
+                        held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
+                        if held is None:
+                            busy.append(task)
+                            continue
+                        _trace("claimed", task.file_id, held.deaths)
+                        claims.append((task, held))
+                    self._decode_claims(claims, probed, durations, job_bar)
                 if len(busy) < len(pending):
                     looked_again = False
                 elif looked_again:  # held twice in a row: their workers are at them
@@ -774,8 +794,86 @@ class _Worker:
                     time.sleep(0.5)
                 pending = busy
 
+    def _group(self, pending: list[Task], at: int, probed: dict) -> list[Task]:
+        """The task at ``at``, and while it and the next ones are files of one piece, the next ones up to the
+        batch size (one batch for several files)."""
+        size = self.transcriber.options.batch_size
+        group = [pending[at]]
+        while len(group) < size and at + len(group) < len(pending) and self._one_piece(pending[at], probed):
+            if not self._one_piece(pending[at + len(group)], probed):
+                break
+            group.append(pending[at + len(group)])
+        return group
+
+    def _one_piece(self, task: Task, probed: dict) -> bool:
+        info = probed[task.file_id]
+        return (
+            not task.relabel
+            and isinstance(info, audio.AudioInfo)
+            and 0 < (info.duration_s or 0.0) <= self.options.cut.max_s
+            and not _LanguageLock(self.transcriber, {}).active  # --language-mode file detects per file
+        )
+
+    def _decode_claims(self, claims: list, probed: dict, durations: dict, job_bar) -> None:
+        """Decode claimed files: several one-piece files in one batch first (``_decode_together``), then each
+        file under its claim as ever. Claims not yet finished when something stops the loop are given back."""
+        pending, current = list(claims), None
+        try:
+            ready = self._decode_together(claims, probed) if len(claims) > 1 else {}
+            while pending:
+                task, current = pending.pop(0)
+                self.decode_claimed(
+                    task, current, probed[task.file_id], durations[task.file_id], ready.get(task.file_id)
+                )
+                current.release()
+                current = None
+                job_bar.update(round(durations[task.file_id] / 3600, 3))
+        except BaseException:
+            if current is not None:  # decode_claimed gave it back, or its death counts (as ever)
+                current.release()
+            for _, held in pending:  # not started: no death
+                held.give_back()
+                held.release()
+            raise
+
+    def _decode_together(self, claims: list, probed: dict) -> dict[str, Predecoded]:
+        """Cross-file batches: the one piece of each claimed file, decoded in one batch. A file a worker already
+        died on is left to decode alone (a file that kills workers must not take others with it); a file that
+        does not cut into exactly one piece, or cannot be read, is left to its own run, which records why."""
+        start = time.monotonic()
+        entries = []
+        for task, held in claims:
+            if held.deaths:
+                continue
+            notes: list[str] = []
+            try:
+                cut = list(audio.pieces(task.refs[0].path, self.options.cut, probed[task.file_id].duration_s, notes))
+            except AudioError:
+                continue
+            if len(cut) == 1:
+                entries.append((task.file_id, cut[0], notes))
+        if len(entries) < 2:
+            return {}
+        try:
+            results = self.transcriber.transcribe([piece.samples for _, piece, _ in entries], None)
+        except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
+            log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
+            return {}
+        share = (time.monotonic() - start) / len(entries)
+        ready = {}
+        for (file_id, piece, notes), result in zip(entries, results):
+            _trace("decoded", file_id, piece.index)
+            piece.samples = None
+            ready[file_id] = Predecoded([(piece, result)], notes, share)
+        return ready
+
     def decode_claimed(
-        self, task: Task, held: workers.Claim, probed: audio.AudioInfo | AudioError | None, duration_s: float
+        self,
+        task: Task,
+        held: workers.Claim,
+        probed: audio.AudioInfo | AudioError | None,
+        duration_s: float,
+        ready: Predecoded | None = None,
     ) -> None:
         # Another worker wrote its row after this one planned. (A row as planned is not a reason to skip: a
         # done row whose segments table was damaged is planned to be redone.)
@@ -805,6 +903,7 @@ class _Worker:
                 options.checkpoint_pieces,
                 self.config_hash,
                 self.diarizer,
+                ready,
             )
             if held.deaths >= options.max_attempts and task.relabel:  # labels are not worth a transcript
                 warning = f"a worker died {held.deaths} times while labelling its speakers: left unlabelled"

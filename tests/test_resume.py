@@ -134,3 +134,44 @@ def test_resuming_with_another_batch_size_decodes_no_persisted_piece_again(archi
     assert code == 0 and "done: 1" in stdout, stderr
     decoded_again = decoded_after_persisted(trace)
     assert not decoded_again, f"persisted pieces decoded again with another batch size: {decoded_again}"
+
+
+def _transcripts(out) -> list[tuple]:
+    return [(r["file_id"], r["segment"], r["text"], r["start_s"], r["end_s"]) for r in tables(out)["segments"]]
+
+
+def test_one_piece_files_share_batches_and_a_kill_inside_one_loses_nothing(english_human, cache_dir, tmp_path):
+    """Cross-file batches: six clips of one piece each at --batch-size 4 are claimed four at a time and decoded in
+    one batch, and their segments are exactly those of a run at --batch-size 1 (a piece's tokens do not depend on
+    the rows beside it). A worker killed inside such a batch leaves each of its files one death: the resumed run
+    decodes those alone (a file that kills workers must not take others with it) to the same segments."""
+    clips = sorted((c for c in english_human if c.duration_s < 20), key=lambda c: c.path.name)[:6]
+    inputs = [c.path for c in clips]
+    args = ["--model", "tiny.en", "--language", "en", "-q"]
+    alone, grouped, resumed = tmp_path / "alone", tmp_path / "grouped", tmp_path / "resumed"
+    code, _, stderr = finish(start(alone, inputs, cache_dir, None, "--batch-size", "1", args=args))
+    assert code == 0, stderr
+    trace = tmp_path / "grouped.txt"
+    code, stdout, stderr = finish(start(grouped, inputs, cache_dir, trace, "--batch-size", "4", args=args))
+    assert code == 0 and "done: 6" in stdout, stderr
+    events = [line.split()[:2] for line in lines(trace, claims=True)]
+    first = next(i for i, (event, _) in enumerate(events) if event == "decoded")
+    assert [event for event, _ in events[:first]] == ["claimed"] * 4, events
+    assert _transcripts(grouped) == _transcripts(alone)
+
+    trace = tmp_path / "resumed.txt"
+    proc = start(resumed, inputs, cache_dir, trace, "--batch-size", "4", args=args)
+    while sum(line.startswith("claimed") for line in lines(trace, claims=True)) < 4:
+        assert proc.poll() is None, "the run ended before it claimed a batch of files"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    code, stdout, stderr = finish(start(resumed, inputs, cache_dir, trace, "--batch-size", "4", args=args))
+    assert code == 0, stderr
+    events = [line.split()[:3] for line in lines(trace, claims=True)]
+    died_on = {file_id for event, file_id, deaths in events if event == "claimed" and deaths == "1"}
+    assert died_on, "the kill landed after the batch was written: nothing to check"
+    for i, (event, file_id, _) in enumerate(events):
+        if event == "decoded" and file_id in died_on:  # alone: written before anything else is decoded
+            assert events[i + 1][:2] == ["persisted", file_id], events
+    assert _transcripts(resumed) == _transcripts(alone)

@@ -116,8 +116,15 @@ class KVCacheDecoder:
         self.self_k, self.self_v, self.cross_k, self.cross_v = [], [], [], []
 
     @torch.inference_mode()
-    def forward(self, ids: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-        """Logits [B, Q, V] for tokens ``ids`` [B, Q] placed at positions start[b] .. start[b]+Q-1."""
+    def forward(self, ids: torch.Tensor, start: torch.Tensor, one_at_a_time: bool = False) -> torch.Tensor:
+        """Logits [B, Q, V] for tokens ``ids`` [B, Q] placed at positions start[b] .. start[b]+Q-1.
+
+        ``one_at_a_time`` (a verify step): on the CPU, each position's attention is its own call, shaped as a
+        one-token step computes it. The attention kernels' sums can differ in the last bit with the number of
+        queries; in float32 that never moved a token in the tests, but int8 quantizes each position's
+        activations, and a last-bit difference that crosses a rounding step becomes a whole quantization step
+        (base int8 with its self-draft flipped a timestamp near-tie until this). Not on CUDA: half precision is
+        not exact across shapes anyway (its matrix products are not), and there each call is a kernel launch."""
         rows, q = ids.shape
         offsets = torch.arange(q, device=ids.device)
         pos = start[:, None] + offsets  # [B, Q]
@@ -128,6 +135,8 @@ class KVCacheDecoder:
         mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, width]: causal, per row
         index = pos[:, None, :, None].expand(rows, self.heads, q, self.head_dim)
         split = self._split
+        singly = one_at_a_time and q > 1 and ids.device.type == "cpu"
+        widths = (pos.max(0).values + 1).tolist() if singly else []  # per position, as that step would have it
         for i, op in enumerate(self.ops):
             h = op.norm1(x)
             if op.qkv is None:
@@ -136,13 +145,36 @@ class KVCacheDecoder:
                 query, key, value = op.qkv(h).chunk(3, dim=-1)
             self.self_k[i].scatter_(2, index, split(key))
             self.self_v[i].scatter_(2, index, split(value))
-            out = F.scaled_dot_product_attention(
-                split(query), self.self_k[i][:, :, :width], self.self_v[i][:, :, :width], attn_mask=mask, scale=1.0
-            )
+            k_, v_ = self.self_k[i], self.self_v[i]
+            query = split(query)
+            if singly:
+                out = torch.cat(
+                    [
+                        F.scaled_dot_product_attention(
+                            query[:, :, j : j + 1],
+                            k_[:, :, :w],
+                            v_[:, :, :w],
+                            attn_mask=mask[..., j : j + 1, :w],
+                            scale=1.0,
+                        )
+                        for j, w in enumerate(widths)
+                    ],
+                    dim=2,
+                )
+            else:
+                out = F.scaled_dot_product_attention(
+                    query, k_[:, :, :width], v_[:, :, :width], attn_mask=mask, scale=1.0
+                )
             x = x + op.o(out.transpose(1, 2).reshape(rows, q, -1))
             query = split(op.cross_q(op.norm2(x)) * self.scaling).to(self.cross_dtype)
-            out = F.scaled_dot_product_attention(query, self.cross_k[i], self.cross_v[i], scale=1.0).to(x.dtype)
-            x = x + op.cross_o(out.transpose(1, 2).reshape(rows, q, -1))
+            ck, cv = self.cross_k[i], self.cross_v[i]
+            if singly:
+                out = torch.cat(
+                    [F.scaled_dot_product_attention(query[:, :, j : j + 1], ck, cv, scale=1.0) for j in range(q)], dim=2
+                )
+            else:
+                out = F.scaled_dot_product_attention(query, ck, cv, scale=1.0)
+            x = x + op.cross_o(out.to(x.dtype).transpose(1, 2).reshape(rows, q, -1))
             x = x + op.fc2(op.act(op.fc1(op.norm3(x))))
         return self.project(self.final_norm(x))
 

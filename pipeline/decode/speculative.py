@@ -165,7 +165,7 @@ def _verify(main: KVCacheDecoder, tokens, length, drafts, state: RuleState, rule
     feed = tokens.gather(1, (length - 1)[:, None])
     if drafts is not None:
         feed = torch.cat([feed, drafts], 1)
-    logits = main.forward(feed, length - 1)
+    logits = main.forward(feed, length - 1, one_at_a_time=drafts is not None)
     states = rules.expand(state, drafts) if drafts is not None else state.positions()
     return rules.apply(logits, states).argmax(-1), states
 

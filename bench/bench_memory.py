@@ -1,0 +1,87 @@
+"""Peak memory of a job on a short and on a long file: an hour-long episode must not need more than a 3-minute one.
+
+    .venv/bin/python bench/bench_memory.py [--speech ../shared/speech] [--minutes 3,60] [--compute-type auto]
+
+Builds mp3 files of the given lengths from the human-referenced English clips (looped, with pauses),
+runs `podscribe transcribe --model base` on each in its own process (the CLI a user runs, default
+options), and prints the peak resident set size of that process (``ru_maxrss`` of the child) and its
+wall time. podscribe streams audio from ffmpeg and keeps only the batch in memory, so the peaks should
+be within a few percent of each other (issue 13 asks for 10%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline import audio  # noqa: E402
+
+
+def build(speech: Path, minutes: float, path: Path) -> None:
+    rows = [json.loads(line) for line in (speech / "references.jsonl").read_text().splitlines()]
+    clips = [audio.decode(speech / r["audio"]) for r in rows if r["language"] == "en" and r["ref_type"] == "human"]
+    rng = np.random.default_rng(3)
+    need, parts, have = int(minutes * 60 * audio.SAMPLE_RATE), [], 0
+    while have < need:
+        for clip in clips:
+            pause = np.zeros(int(rng.uniform(0.3, 2.5) * audio.SAMPLE_RATE), np.float32)
+            parts += [clip, pause]
+            have += len(clip) + len(pause)
+            if have >= need:
+                break
+    samples = np.concatenate(parts)[:need]
+    ffmpeg = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", "16000", "-ac", "1", "-i", "pipe:"]
+    subprocess.run([*ffmpeg, "-b:a", "64k", str(path)], input=samples.tobytes(), check=True)
+
+
+# Run the CLI in a fresh wrapper process: RUSAGE_CHILDREN is a maximum over all children ever waited for,
+# so each run needs a parent of its own.
+WRAP = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", "../shared/speech")))
+    parser.add_argument("--minutes", default="3,60")
+    parser.add_argument("--compute-type", default="auto")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="podscribe-memory-"))
+    results = []
+    try:
+        for minutes in (float(m) for m in args.minutes.split(",")):
+            path = folder / f"episode-{minutes:g}min.mp3"
+            build(args.speech.resolve(), minutes, path)
+            command = [sys.executable, "-m", "pipeline.cli", "transcribe", "--model", "base", "--language", "en"]
+            command += ["--compute-type", args.compute_type, "--out", str(folder / f"job-{minutes:g}"), str(path)]
+            start = time.perf_counter()
+            wrapped = [sys.executable, "-c", WRAP, *command]
+            out = subprocess.run(wrapped, check=True, cwd=Path(__file__).resolve().parents[1], capture_output=True)
+            wall = time.perf_counter() - start
+            peak_mb = int(out.stdout.decode().split()[-1]) / 1024  # kilobytes on Linux
+            results.append((minutes, peak_mb, wall))
+            print(
+                f"{minutes:g} min: peak RSS {peak_mb:.0f} MB, wall {wall:.0f} s ({minutes * 60 / wall:.1f}x real time)"
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if len(results) > 1:
+        low, high = min(r[1] for r in results), max(r[1] for r in results)
+        print(f"largest peak / smallest peak: {high / low:.3f}")
+
+
+if __name__ == "__main__":
+    main()
