@@ -676,7 +676,7 @@ def _compute_type(options: JobOptions) -> str:
     recorded = []
     with contextlib.suppress(DamagedState):
         recorded.append(((job.read_job() or {}).get("config", {}).get("models") or {}).get("runtime"))
-    if recorded == [None]:  # job.json lost: the rows say what made them
+    if not any(recorded):  # job.json lost or damaged: the rows say what made them
         with contextlib.suppress(DamagedState):
             recorded = [row.get("runtime") for row in job.file_rows()]
     device = pick_runtime(options.device, "float32").device.type
