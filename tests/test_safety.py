@@ -184,14 +184,15 @@ def _wait_for_trace(proc, trace: Path, timeout: float = 300) -> None:
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, EXIT_SIGTERM)])
 def test_a_signal_stops_a_job_of_short_files_between_files(sig, code, clips, cache_dir, tmp_path):
-    """Each file is one batch: before, the stop flag was only read inside a file, so nothing stopped."""
+    """Each file is one piece: before, the stop flag was only read inside a file, so nothing stopped. Files of
+    one piece share batches (two here): the batch in hand is finished and written, then the job stops."""
     shorts = sorted((c for c in clips if c.language == "en" and c.duration_s < 12), key=lambda c: c.path.name)[:8]
     inputs = []
     for i, clip in enumerate(shorts):
         inputs.append(tmp_path / f"short{i}{clip.path.suffix}")
         shutil.copy(clip.path, inputs[-1])
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
-    proc = _start(out, inputs, cache_dir, trace, "--batch-size", "8", env={"PODSCRIBE_STOP_GRACE_S": "120"})
+    proc = _start(out, inputs, cache_dir, trace, "--batch-size", "2", env={"PODSCRIBE_STOP_GRACE_S": "120"})
     _wait_for_trace(proc, trace)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=300)
