@@ -178,6 +178,6 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
         draft = load_assistant(assistant, main, processor, runtime, cache_dir)
     if runtime.int8:
         quantize_linears(main)
-        if assistant != SELF_INT8:
-            draft = draft if draft is None else quantize_linears(draft)
+        if draft is not None and assistant != SELF_INT8:
+            quantize_linears(draft)
     return Models(main, processor, draft, main_ref, assistant, runtime, auto=auto)
