@@ -795,14 +795,15 @@ class _Worker:
                 pending = busy
 
     def _group(self, pending: list[Task], at: int, probed: dict) -> list[Task]:
-        """The task at ``at``, and while it and the next ones are files of one piece, the next ones up to the
+        """The task at ``at``; if it is a file of one piece, the one-piece files right after it too, up to the
         batch size (one batch for several files)."""
-        size = self.transcriber.options.batch_size
         group = [pending[at]]
-        while len(group) < size and at + len(group) < len(pending) and self._one_piece(pending[at], probed):
-            if not self._one_piece(pending[at + len(group)], probed):
-                break
-            group.append(pending[at + len(group)])
+        per_file_language = _LanguageLock(self.transcriber, {}).active  # --language-mode file: detected per file
+        if self._one_piece(pending[at], probed) and not per_file_language:
+            for task in pending[at + 1 : at + self.transcriber.options.batch_size]:
+                if not self._one_piece(task, probed):
+                    break
+                group.append(task)
         return group
 
     def _one_piece(self, task: Task, probed: dict) -> bool:
@@ -811,7 +812,6 @@ class _Worker:
             not task.relabel
             and isinstance(info, audio.AudioInfo)
             and 0 < (info.duration_s or 0.0) <= self.options.cut.max_s
-            and not _LanguageLock(self.transcriber, {}).active  # --language-mode file detects per file
         )
 
     def _decode_claims(self, claims: list, probed: dict, durations: dict, job_bar) -> None:
