@@ -70,7 +70,8 @@ class PieceResult:
     avg_logprob: float = 0.0
     compression_ratio: float = 0.0
     skipped: str | None = None  # "silence" | "no_voice" (VAD) | "no_speech" (Whisper): no text on purpose
-    speech: list[tuple[float, float]] | None = None  # VAD spans, piece-relative (in memory only)
+    speech: list[tuple[float, float]] | None = None  # VAD spans, padded, piece-relative (in memory only)
+    voice: list[tuple[float, float]] | None = None  # the same VAD pass unpadded: where the voice starts
     stats: DecodeStats = field(default_factory=DecodeStats)  # what decoding it cost (second chances included)
     redecodes: list[Redecode] = field(default_factory=list)  # second chances: fallback, uncovered speech
 

@@ -50,13 +50,17 @@ def shifted(seg: RawSegment, offset_s: float) -> RawSegment:
     )
 
 
-def tighten(segments: list[RawSegment], speech: list[tuple[float, float]] | None) -> None:
+def tighten(
+    segments: list[RawSegment],
+    speech: list[tuple[float, float]] | None,
+    voice: list[tuple[float, float]] | None = None,
+) -> None:
     """Pull each segment's ends in to the voice it covers (Whisper's timestamps often include the silence
-    around the words)."""
+    around the words): ends to the padded ``speech``, starts to just before the unpadded ``voice``."""
     if speech is None:
         return
     for seg in segments:
-        seg.start_s, seg.end_s = vad.tighten(seg.start_s, seg.end_s, speech)
+        seg.start_s, seg.end_s = vad.tighten(seg.start_s, seg.end_s, speech, voice)
 
 
 def attach_words(segments: list[RawSegment], words: list[Word]) -> None:

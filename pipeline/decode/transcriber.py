@@ -119,7 +119,8 @@ class Transcriber:
                 r.skipped = "silence"
                 continue
             if self.options.vad:
-                r.speech = vad.speech_spans(a, vad.VadOptions(threshold=self.options.vad_threshold))
+                heard = vad.voice(a, vad.VadOptions(threshold=self.options.vad_threshold))
+                r.speech, r.voice = heard.padded, heard.spans
                 if sum(hi - lo for lo, hi in r.speech) < self.options.min_voice_s:
                     r.skipped = "no_voice"
                     continue
@@ -148,7 +149,7 @@ class Transcriber:
                 found.append([])
                 continue
             segments = self.segments(g.segments, len(a) / SAMPLE_RATE)
-            cleanup.tighten(segments, r.speech)
+            cleanup.tighten(segments, r.speech, r.voice)
             found.append(segments)
         words = self._words(encoded, languages, generated, audio, results, found)
         for r, segments, row_words in zip(results, found, words):
