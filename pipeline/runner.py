@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from . import audio, tables, vad, workers
+from . import audio, prefetch, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
 from .diarize.options import DiarizeOptions
@@ -263,21 +263,38 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
         if ctx.cut.at_pauses
         else None
     )  # the cutter's VAD runs only when it cuts at pauses
-    for piece, last in _with_last(audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings, voice)):
-        known = persisted.get(piece.index)
-        if known is not None and known["start_sample"] == piece.start_sample and known["n_samples"] == piece.n_samples:
-            piece.samples = None
-            queue.append([piece, tables.from_partial(known)])
-        else:
-            queue.append([piece, None])
-            batch.append(queue[-1])
-        if batch and (len(batch) == size or last):
-            _decode_batch(ctx, batch, lock, checkpoint=ctx.checkpoint and not last)
-            batch = []
-            if ctx.stop.is_set() and not last:
-                yield from _ready(ctx, queue)
-                raise Interrupted()
-        yield from _ready(ctx, queue)
+    hear = ctx.transcriber.voice if ctx.transcriber.options.vad else None
+
+    def produced():
+        """Pieces with their VAD (None for persisted ones), made in the prefetch thread."""
+        for piece in audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings, voice):
+            known = persisted.get(piece.index)
+            if known is not None and (known["start_sample"], known["n_samples"]) == (
+                piece.start_sample,
+                piece.n_samples,
+            ):
+                piece.samples = None
+                yield piece, tables.from_partial(known), None
+            else:
+                yield piece, None, hear(piece.samples) if hear else None
+
+    fetched = prefetch.ahead(produced(), depth=size)
+    try:
+        voices: list = []
+        for (piece, result, heard), last in _with_last(fetched):
+            queue.append([piece, result])
+            if result is None:
+                batch.append(queue[-1])
+                voices.append(heard)
+            if batch and (len(batch) == size or last):
+                _decode_batch(ctx, batch, lock, checkpoint=ctx.checkpoint and not last, voices=voices)
+                batch, voices = [], []
+                if ctx.stop.is_set() and not last:
+                    yield from _ready(ctx, queue)
+                    raise Interrupted()
+            yield from _ready(ctx, queue)
+    finally:
+        fetched.close()
 
 
 class _LanguageLock:
@@ -302,10 +319,12 @@ class _LanguageLock:
         return self.language
 
 
-def _decode_batch(ctx: FileContext, batch: list[list], lock: _LanguageLock, checkpoint: bool) -> None:
+def _decode_batch(
+    ctx: FileContext, batch: list[list], lock: _LanguageLock, checkpoint: bool, voices: list | None = None
+) -> None:
     pieces = [entry[0] for entry in batch]
     samples = [p.samples for p in pieces]
-    results = ctx.transcriber.transcribe(samples, lock(samples))
+    results = ctx.transcriber.transcribe(samples, lock(samples), voices)
     for p in pieces:
         _trace("decoded", ctx.file_id, p.index)
     if checkpoint:

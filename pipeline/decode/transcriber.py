@@ -79,10 +79,13 @@ class Transcriber:
 
     # -- public -----------------------------------------------------------------
 
-    def transcribe(self, batch: list[np.ndarray], language: str | None = None) -> list[PieceResult]:
+    def transcribe(
+        self, batch: list[np.ndarray], language: str | None = None, voices: list[vad.Voice | None] | None = None
+    ) -> list[PieceResult]:
         """Decode up to ``batch_size`` pieces (each <= 30 s of 16 kHz mono float32); ``language`` overrides
-        detection for this batch (a file's locked language)."""
-        results, active = self._gate(batch)
+        detection for this batch (a file's locked language); ``voices``: the pieces' VAD, where it was
+        computed ahead (``vad.voice`` with this transcriber's threshold), else computed here."""
+        results, active = self._gate(batch, voices)
         size = self.options.batch_size
         for at in range(0, len(active), size):
             rows = active[at : at + size]
@@ -110,7 +113,9 @@ class Transcriber:
                 out[i] = (lang, sum(hi - lo for lo, hi in voice) if voice is not None else len(batch[i]) / SAMPLE_RATE)
         return out
 
-    def _gate(self, batch: list[np.ndarray]) -> tuple[list[PieceResult], list[int]]:
+    def _gate(
+        self, batch: list[np.ndarray], voices: list[vad.Voice | None] | None = None
+    ) -> tuple[list[PieceResult], list[int]]:
         """Which pieces to decode: not silent (energy), with a voice (VAD)."""
         results = [PieceResult() for _ in batch]
         active = []
@@ -119,13 +124,17 @@ class Transcriber:
                 r.skipped = "silence"
                 continue
             if self.options.vad:
-                heard = vad.voice(a, vad.VadOptions(threshold=self.options.vad_threshold))
+                heard = voices[i] if voices is not None and voices[i] is not None else self.voice(a)
                 r.speech, r.voice = heard.padded, heard.spans
                 if sum(hi - lo for lo, hi in r.speech) < self.options.min_voice_s:
                     r.skipped = "no_voice"
                     continue
             active.append(i)
         return results, active
+
+    def voice(self, samples: np.ndarray) -> vad.Voice:
+        """The VAD of one piece, as the gate computes it (the runner computes it ahead, off the model's thread)."""
+        return vad.voice(samples, vad.VadOptions(threshold=self.options.vad_threshold))
 
     # -- steps ------------------------------------------------------------------
 
