@@ -76,6 +76,21 @@ def test_merge_orders_segments_and_ends_a_stretched_one_where_the_recovered_star
     assert [(w.start_s, w.end_s) for w in out[0].words] == [(0.2, 0.5), (0.5, 3.5)]
 
 
+def test_a_recovered_segment_that_only_repeats_its_neighbours_border_words_is_an_echo():
+    before = "The invention of movable metal letters may be considered as the invention of the art of printing."
+    after = "And it was a matter of course that in the middle ages, whatever they were."
+    # the end of the segment before and the start of the one after, decoded again from the clip's context
+    assert recover.echoes("of printing. And it was a", before, after)
+    assert recover.echoes("Whatever they were.", after, None)
+    assert recover.echoes("And it was", None, after)
+    # new words, even beside repeated ones, are speech the first pass lost
+    assert not recover.echoes("Will the fruit still be safe to eat?", before, after)
+    assert not recover.echoes("of printing. Then it was a", before, after)
+    assert not recover.echoes("printing of", before, after)  # not in order at the border
+    assert not recover.echoes("the art", before, None)  # inside the segment before, not at its end
+    assert not recover.echoes("...", before, after)
+
+
 def test_whisper_rule_keeps_the_candidate_that_passes():
     looping = Candidate(avg_logprob=-0.2, compression_ratio=3.5)
     unsure = Candidate(avg_logprob=-1.4, compression_ratio=1.6)

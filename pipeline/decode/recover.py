@@ -119,6 +119,26 @@ def belongs(start_s: float, end_s: float, gap: tuple[float, float]) -> bool:
     return inside > 0 and (inside >= 0.5 * (end_s - start_s) or inside >= 0.5 * (gap[1] - gap[0]))
 
 
+def _words(text: str) -> list[str]:
+    return [w for w in ("".join(c for c in t if c.isalnum()) for t in text.lower().split()) if w]
+
+
+def echoes(text: str, before: str | None, after: str | None) -> bool:
+    """Whether a recovered segment's words are only its neighbours' border words again: the end of the
+    segment ``before`` it and/or the start of the one ``after`` it (the clip's context decoded a second
+    time, e.g. "of printing. And it was a" between "...the art of printing." and "And it was a matter...").
+    Such a segment adds no speech, only duplicates."""
+    words, head, tail = _words(text), _words(before or ""), _words(after or "")
+    if not words:
+        return False
+    for k in range(len(words) + 1):  # words[:k] ends ``before``, words[k:] starts ``after``
+        ends_before = k == 0 or (k <= len(head) and head[-k:] == words[:k])
+        starts_after = k == len(words) or words[k:] == tail[: len(words) - k]
+        if ends_before and starts_after:
+            return True
+    return False
+
+
 def tried(span: tuple[float, float], attempts: list[tuple[float, float]], slack_s: float = 0.1) -> bool:
     """A clip that starts where one already decoded started and ends inside it cannot bring anything
     new (the same audio decodes to the same tokens); one that starts later can (the seek moved on)."""
