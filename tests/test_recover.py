@@ -5,6 +5,7 @@ What the models do with them is tested in tests/test_second_chances.py (base, ti
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 
 from pipeline.decode import recover
@@ -89,6 +90,17 @@ def test_a_recovered_segment_that_only_repeats_its_neighbours_border_words_is_an
     assert not recover.echoes("printing of", before, after)  # not in order at the border
     assert not recover.echoes("the art", before, None)  # inside the segment before, not at its end
     assert not recover.echoes("...", before, after)
+
+
+def test_an_echo_is_judged_against_the_segments_on_either_side_of_its_gap():
+    seg = namedtuple("seg", "start_s text")
+    segments = [seg(0.0, "One two three."), seg(4.0, "the art of printing."), seg(9.0, "And it was a matter.")]
+    gap = (7.0, 8.5)
+    assert recover.echoes_around("of printing. And it was", segments, gap)
+    assert not recover.echoes_around("One two three.", segments, gap)  # not a neighbour of this gap
+    assert recover.echoes_around("One two three.", segments, (0.5, 3.0))  # the segment before this gap
+    assert recover.echoes_around("a matter.", segments, (9.5, 12.0))  # nothing after: the end of the last
+    assert not recover.echoes_around("a matter.", [], gap)
 
 
 def test_whisper_rule_keeps_the_candidate_that_passes():

@@ -139,6 +139,14 @@ def echoes(text: str, before: str | None, after: str | None) -> bool:
     return False
 
 
+def echoes_around(text: str, segments: list, gap: tuple[float, float]) -> bool:
+    """``echoes`` against the neighbours of ``gap`` among a piece's ``segments`` (objects with ``start_s``
+    and ``text``, in time order): the last one starting before the gap and the first one starting in or after it."""
+    before = [s for s in segments if s.start_s < gap[0]]
+    after = [s for s in segments if s.start_s >= gap[0]]
+    return echoes(text, before[-1].text if before else None, after[0].text if after else None)
+
+
 def tried(span: tuple[float, float], attempts: list[tuple[float, float]], slack_s: float = 0.1) -> bool:
     """A clip that starts where one already decoded started and ends inside it cannot bring anything
     new (the same audio decodes to the same tokens); one that starts later can (the seek moved on)."""

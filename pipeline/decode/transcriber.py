@@ -270,7 +270,8 @@ class Transcriber:
                 new = [
                     cleanup.shifted(s, lo)
                     for s in sub.segments
-                    if recover.belongs(s.start_s + lo, s.end_s + lo, gap) and not self._echo(s.text, r.segments, gap)
+                    if recover.belongs(s.start_s + lo, s.end_s + lo, gap)
+                    and not recover.echoes_around(s.text, r.segments, gap)
                 ]
                 r.redecodes += [
                     Redecode(round(d.start_s + lo, 3), round(d.end_s + lo, 3), d.reason, d.tokens)
@@ -286,13 +287,6 @@ class Transcriber:
                     progress = True
             if not progress:
                 return
-
-    @staticmethod
-    def _echo(text: str, segments: list[RawSegment], gap: tuple[float, float]) -> bool:
-        """A recovered segment that only repeats the words on either side of its gap (``recover.echoes``)."""
-        before = [s for s in segments if s.start_s < gap[0]]
-        after = [s for s in segments if s.start_s >= gap[0]]
-        return recover.echoes(text, before[-1].text if before else None, after[0].text if after else None)
 
     def _covered(self, r: PieceResult) -> list[tuple[float, float]]:
         """What a piece's text covers: each segment's span, or its words' (padded) where the segment is
