@@ -3,7 +3,8 @@
 A compute type names the weights' precision and the arithmetic's, as faster-whisper's do: ``float32``,
 ``float16``, ``bfloat16`` (weights and activations in that dtype), ``int8`` (CPU: every linear layer's
 weights int8, activations quantized per token, the rest — convolutions, norms, attention — float32;
-``models/int8.py``)."""
+``models/int8.py``), ``int8_float16`` / ``int8_bfloat16`` / ``int8_float32`` (any device: linear layers'
+weights int8, dequantized to that dtype for each product; everything else in that dtype)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ DTYPES = {  # name (and short name) -> torch dtype name
     "bfloat16": "bfloat16",
     "bf16": "bfloat16",
 }
-COMPUTE_TYPES = ("auto", INT8, *DTYPES)
+WEIGHT_INT8 = {f"int8_{name}": name for name in ("float16", "bfloat16", "float32")}  # weight-only int8
+COMPUTE_TYPES = ("auto", INT8, *DTYPES, *WEIGHT_INT8)
 # What `auto` picks per device (measured: README "Compute types"); a resumed job keeps the one it started with.
 AUTO = {"cuda": "float16", "cpu": INT8}
 
@@ -34,7 +36,8 @@ class Runtime:
     device: torch.device
     dtype: torch.dtype  # of activations and of every weight that is not int8
     attn_implementation: str = "sdpa"
-    int8: bool = False  # linear layers int8 (models/int8.py)
+    int8: bool = False  # linear layers int8, activations per token (models/int8.py, CPU)
+    weight_int8: bool = False  # linear layers' weights int8, products in ``dtype`` (models/int8.py, any device)
 
     @property
     def is_cuda(self) -> bool:
@@ -42,7 +45,8 @@ class Runtime:
 
     @property
     def compute_type(self) -> str:
-        return INT8 if self.int8 else str(self.dtype).removeprefix("torch.")
+        name = str(self.dtype).removeprefix("torch.")
+        return INT8 if self.int8 else f"int8_{name}" if self.weight_int8 else name
 
     def describe(self) -> str:
         """Recorded in job.json and every files row (``runtime``): ``cpu/int8/sdpa``, ``cuda/float16/sdpa``."""
@@ -87,7 +91,10 @@ def pick_runtime(device: str = "auto", compute_type: str = "auto") -> Runtime:
     if compute_type == INT8:
         if dev.type != "cpu":
             raise UsageProblem(
-                f"--compute-type int8 runs on the CPU (fbgemm kernels); on {dev.type} use float16 or bfloat16"
+                f"--compute-type int8 runs on the CPU (fbgemm kernels); on {dev.type} use float16, bfloat16 or "
+                "int8_float16 (int8 weights, float16 products)"
             )
         return Runtime(dev, torch.float32, int8=True)
+    if compute_type in WEIGHT_INT8:
+        return Runtime(dev, getattr(torch, WEIGHT_INT8[compute_type]), weight_int8=True)
     return Runtime(dev, getattr(torch, DTYPES[compute_type]))

@@ -176,6 +176,52 @@ def test_int8_compute_type_is_cpu_only_and_recorded():
         pick_runtime("cpu", "int4")
 
 
+def test_weight_only_int8_is_the_float_product_of_the_int8_weight():
+    """int8_float16 / int8_bfloat16 / int8_float32: weights int8 within half a step of the float ones, the product
+    the plain float one of the dequantized weight (activations untouched, so rows stay independent exactly as
+    with float weights), computed in the compute type's dtype, at a quarter of float32's weight bytes."""
+    import torch.nn.functional as F
+
+    from pipeline.models.int8 import WeightInt8Linear, weight_only_linears
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(96, 40)
+    x = torch.randn(3, 7, 96) * torch.logspace(-2, 2, 7)[None, :, None]
+    q = WeightInt8Linear(linear, torch.float32)
+    weight, bias = q.dequantized()
+    step = linear.weight.detach().abs().amax(dim=1, keepdim=True) / 127
+    assert ((weight - linear.weight.detach()).abs() <= step / 2 + 1e-7).all()
+    assert q.qweight.dtype == torch.int8 and q.qweight.abs().max() == 127
+    assert torch.equal(q(x), F.linear(x, weight, bias))
+    with torch.no_grad():
+        ref = linear(x)
+    assert ((q(x) - ref).norm(dim=-1) / ref.norm(dim=-1)).max() < 0.02
+    half = WeightInt8Linear(linear, torch.bfloat16)
+    out = half(x.bfloat16())
+    assert out.dtype == torch.bfloat16 and ((out.float() - ref).norm(dim=-1) / ref.norm(dim=-1)).max() < 0.03
+    assert torch.equal(
+        WeightInt8Linear(torch.nn.Linear(4, 2, bias=False), torch.float32)(torch.zeros(1, 4)), torch.zeros(1, 2)
+    )
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(8, 3)))
+    weight_only_linears(model, torch.float32)
+    assert [type(m).__name__ for m in model.modules() if "Linear" in type(m).__name__] == ["WeightInt8Linear"] * 2
+
+
+def test_weight_only_int8_compute_types_run_anywhere_and_are_recorded():
+    from pipeline.runtime import COMPUTE_TYPES, pick_runtime, recorded_compute_type
+
+    for name, dtype in [
+        ("int8_float16", torch.float16),
+        ("int8_bfloat16", torch.bfloat16),
+        ("int8_float32", torch.float32),
+    ]:
+        runtime = pick_runtime("cpu", name)
+        assert runtime.weight_int8 and not runtime.int8 and runtime.dtype == dtype
+        assert runtime.describe() == f"cpu/{name}/sdpa" and runtime.compute_type == name in COMPUTE_TYPES
+        assert recorded_compute_type(runtime.describe()) == name
+
+
 def test_auto_compute_type_resumes_a_job_with_the_one_it_started_with(tmp_path):
     """A job started in float32 before int8 became the CPU default resumes in float32 (its tokens depend on
     it); a new job gets the device's default; --restart starts over with it; a job.json that is lost is read

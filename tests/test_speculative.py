@@ -26,7 +26,7 @@ from pipeline.decode.reference import hf_generate
 from pipeline.decode.rules import RuleState, WhisperRules
 from pipeline.decode.speculative import DraftPolicy
 from pipeline.metrics import wer
-from pipeline.models.int8 import quantize_linears
+from pipeline.models.int8 import quantize_linears, weight_only_linears
 from pipeline.models.load import Models, quantized_self_draft
 from pipeline.runtime import pick_runtime
 
@@ -220,6 +220,30 @@ def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_m
     _check(int8, features, reference, timestamps, "int8 alone", sizes=(3, 8))
     for name, draft in drafts:
         _check(with_assistant(int8, draft, name), features, reference, timestamps, f"int8 + {name}", sizes=(1, 3, 8))
+
+
+def test_weight_only_int8_main_model_speculative_or_not_at_any_batch_size(base_models, pieces):
+    """Compute type int8_float32 (the weight-only int8 of CUDA's int8_float16, in an exact dtype): the model's own
+    greedy tokens at every batch size and with a draft that follows it (its fused projections weight-only int8
+    too). In float16/bfloat16 the same holds up to near-ties, as for float weights."""
+    tiny = tiny_random_models(base_models, 8)
+    tiny.main.generation_config.max_length = 60
+    main = weight_only_linears(copy.deepcopy(tiny.main), torch.float32)
+    models = Models(main, tiny.processor, None, tiny.main_ref, None, pick_runtime("cpu", "int8_float32"))
+    features = _features(models, pieces)
+    reference = hf_generate(models.main, features, ["en"] * len(pieces), True)
+    _check(models, features, reference, True, "int8_float32 alone", sizes=(1, 8))
+    linears = [type(m).__name__ for m in main.modules() if "Linear" in type(m).__name__]
+    assert set(linears) == {"WeightInt8Linear"}, "every linear layer, the output projection included, is int8"
+    draft = weight_only_linears(perturbed_draft(tiny.main, 8), torch.float32)
+    _check(
+        with_assistant(models, draft, "decoder-only"),
+        features,
+        reference,
+        True,
+        "int8_float32 + draft",
+        sizes=(1, 3, 8),
+    )
 
 
 def test_base_int8_with_its_self_draft(base_models, pieces):

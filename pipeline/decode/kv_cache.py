@@ -24,14 +24,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..models.int8 import Int8Linear
+from ..models.int8 import Int8Linear, WeightInt8Linear
 
 
 def _dense(linear: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Float weight and bias of a Linear, dequantized if it is a dynamic-quantized one."""
     if isinstance(linear, torch.ao.nn.quantized.dynamic.Linear):
         return linear.weight().dequantize(), linear.bias()
-    if isinstance(linear, Int8Linear):
+    if isinstance(linear, (Int8Linear, WeightInt8Linear)):
         return linear.dequantized()
     return linear.weight.detach().float(), None if linear.bias is None else linear.bias.detach().float()
 
@@ -52,6 +52,8 @@ def fused_qkv(attn: torch.nn.Module) -> torch.nn.Module:
     if isinstance(attn.q_proj, (torch.ao.nn.quantized.dynamic.Linear, Int8Linear)):  # a draft: per tensor is fine
         qconfig = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
         return torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(fused), qconfig)[0]
+    if isinstance(attn.q_proj, WeightInt8Linear):
+        return WeightInt8Linear(fused, attn.q_proj.scale.dtype).to(attn.q_proj.qweight.device)
     return fused.to(attn.q_proj.weight.device, attn.q_proj.weight.dtype)
 
 

@@ -1,4 +1,5 @@
-"""int8 linear layers for the CPU compute type ``int8``: int8 weights, activations quantized per token.
+"""int8 linear layers: the CPU compute type ``int8`` (int8 weights, activations quantized per token) and the
+weight-only ones ``int8_float16`` / ``int8_bfloat16`` / ``int8_float32`` (any device; ``WeightInt8Linear``).
 
 Why not ``torch.ao.quantization.quantize_dynamic`` as it is: its activation scale is one per *tensor*
 (the min and max of the whole input). A row's result would then depend on the other rows fed with it:
@@ -13,6 +14,13 @@ tensor's min and max — hence the quantization step and zero point — are the 
 the other rows hold. The integer products are exact, the rescaling is per element: each row's output
 is bit-for-bit the one it would have alone (``tests/test_models.py`` checks it). Weights are int8 per
 output channel. The cost over the plain kernel is the row scaling and the extra row.
+
+``WeightInt8Linear`` is CTranslate2's ``int8_float16`` idea without its int8 GEMM: weights stored int8 (one
+scale per output channel, half the bytes of float16), multiplied in the activations' dtype after they are
+dequantized. fbgemm is CPU only and torch has no fused weight-only int8 kernel on CUDA, so the weight is
+dequantized per call: it halves the weights' memory, not the time of a step (a decoder step reads the int8
+weight and writes and reads a float16 copy). Activations are never quantized, so a row's result does not
+depend on the rows beside it any more than with float weights: the guarantees of the activations' dtype hold.
 """
 
 from __future__ import annotations
@@ -72,6 +80,43 @@ class Int8Linear(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per token"
+
+
+class WeightInt8Linear(torch.nn.Module):
+    """``y = x (s ⊙ Q)ᵀ + b`` with ``Q`` int8 (symmetric, one scale ``s`` per output channel), computed in
+    ``dtype``; ``x`` is not quantized."""
+
+    def __init__(self, linear: torch.nn.Linear, dtype: torch.dtype):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        weight = linear.weight.detach().float()
+        scale = weight.abs().amax(dim=1).clamp_min(_TINY) / 127
+        self.register_buffer("qweight", torch.round(weight / scale[:, None]).clamp_(-127, 127).to(torch.int8))
+        self.register_buffer("scale", scale.to(dtype))
+        bias = linear.bias.detach().to(dtype).clone() if linear.bias is not None else None
+        self.register_buffer("bias", bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.qweight.to(x.dtype).mul_(self.scale.to(x.dtype)[:, None])
+        return torch.nn.functional.linear(x, weight, None if self.bias is None else self.bias.to(x.dtype))
+
+    def dequantized(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The float32 weight the int8 one stands for (as ``forward`` computes it in float32), and the bias."""
+        weight = self.qweight.float() * self.scale.float()[:, None]
+        return weight, None if self.bias is None else self.bias.float()
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, {self.scale.dtype}"
+
+
+def weight_only_linears(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """Every ``nn.Linear`` of ``model`` replaced by a ``WeightInt8Linear`` computing in ``dtype``, in place, on
+    the device it is on."""
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is torch.nn.Linear:
+                setattr(parent, name, WeightInt8Linear(child, dtype).to(child.weight.device))
+    return model
 
 
 def quantize_linears(model: torch.nn.Module) -> torch.nn.Module:

@@ -18,7 +18,7 @@ from transformers import (
 
 from ..runtime import Runtime
 from ..whisper import Tokens
-from .int8 import quantize_linears
+from .int8 import quantize_linears, weight_only_linears
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, resolve
 
 AUTO = "auto"
@@ -106,7 +106,11 @@ def quantized_self_draft(main: WhisperForConditionalGeneration) -> WhisperForCau
     """The main model's own decoder with int8 dynamic-quantized linear layers (CPU), sharing the encoder."""
     draft = decoder_only_assistant(main)
     if main.device.type != "cpu":
-        raise ModelUnavailable(f"--assistant {SELF_INT8} is implemented for CPU only so far")
+        raise ModelUnavailable(
+            f"--assistant {SELF_INT8} is a CPU draft (fbgemm int8 kernels). On {main.device.type} a draft has to be "
+            "cheaper per step than the main model, and int8 weights without a fused kernel are not; use "
+            "distil-whisper/distil-large-v3 (the default there) or a smaller Whisper that shares the tokenizer."
+        )
     draft = draft.float()
     return torch.ao.quantization.quantize_dynamic(draft, {torch.nn.Linear}, dtype=torch.qint8)
 
@@ -161,7 +165,7 @@ def load_assistant(
 def load_models(model: str | None, assistant: str | None, runtime: Runtime, cache_dir: Path | None = None) -> Models:
     """``model=None`` / ``assistant="default"`` pick the runtime's defaults; ``assistant="none"`` turns it off.
 
-    With the ``int8`` compute type the main model and a loaded assistant get int8 linear layers (drafts follow
+    With the ``int8`` compute types the main model and a loaded assistant get int8 linear layers (drafts follow
     the main model's compute type); ``self-int8`` is made from the float weights first, as it always was."""
     default_main, default_assistant = default_names(runtime)
     main_ref = resolve(model or default_main, cache_dir)
@@ -180,4 +184,8 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
         quantize_linears(main)
         if draft is not None and assistant != SELF_INT8:
             quantize_linears(draft)
+    if runtime.weight_int8:
+        weight_only_linears(main, runtime.dtype)
+        if draft is not None and assistant != SELF_INT8:
+            weight_only_linears(draft, runtime.dtype)
     return Models(main, processor, draft, main_ref, assistant, runtime, auto=auto)
