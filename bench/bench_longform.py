@@ -151,12 +151,12 @@ def run_podscribe(
 # -- faster-whisper ------------------------------------------------------------------
 
 
-def run_faster_whisper(model, files: dict[str, Path], temperature, language: str | None) -> dict:
+def run_faster_whisper(model, files: dict[str, Path], temperature, language: str | None, beam_size: int = 1) -> dict:
     out = {"episodes": {}}
     for name, path in files.items():
         start = time.perf_counter()
         segments, info = model.transcribe(
-            str(path), language=language, beam_size=1, temperature=temperature, vad_filter=True
+            str(path), language=language, beam_size=beam_size, temperature=temperature, vad_filter=True
         )
         rows = [{"audio": path.name, "start": s.start, "end": s.end, "text": s.text.strip()} for s in segments]
         wall = time.perf_counter() - start
@@ -273,6 +273,11 @@ def main() -> None:
     parser.add_argument(
         "--compute-types", default=None, help="also run podscribe with these compute types, e.g. float32,int8"
     )
+    parser.add_argument(
+        "--fw-beam",
+        action="store_true",
+        help="also run faster-whisper at its own defaults (beam 5, temperature fallback): ~2x its greedy time",
+    )
     parser.add_argument("--language", default=None, help="force a language (default: detected, as a user runs it)")
     parser.add_argument(
         "--job-dir",
@@ -335,9 +340,12 @@ def main() -> None:
                 compute_type="int8",
                 cpu_threads=os.cpu_count() or 2,
             )
-            for label, temperature in [("fw int8 greedy", 0.0), ("fw int8 fallback", list(FW_DEFAULT_TEMPERATURES))]:
+            runs = [("fw int8 greedy", 0.0, 1), ("fw int8 fallback", list(FW_DEFAULT_TEMPERATURES), 1)]
+            if args.fw_beam:
+                runs.append(("fw int8 beam 5 + fallback", list(FW_DEFAULT_TEMPERATURES), 5))
+            for label, temperature, beams in runs:
                 print(f"{label} ...", flush=True)
-                results[label] = run_faster_whisper(model, files, temperature, args.language)
+                results[label] = run_faster_whisper(model, files, temperature, args.language, beams)
                 results[label]["load_avg_after"] = os.getloadavg()
     finally:
         if args.job_dir is None:

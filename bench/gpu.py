@@ -17,7 +17,9 @@ projection to the vocabulary is scaled up so that random logits are as decided a
    E(k) = (1 - a^(k+1)) / (1 - a) tokens per round of k draft steps and one verify of k+1), best k each;
 3. token identity in fp16 and bf16: greedy with a draft that mostly agrees (the main decoder with small
    noise) against greedy alone, rows compared token for token, at batch 1/4/8;
-4. throughput of plain and speculative generation (64 tokens per row) over 32 pieces at batch 1/4/8.
+4. throughput of plain and speculative generation (64 tokens per row) over 32 pieces at batch 1/4/8;
+5. the weight-only int8 compute type (``int8_float16``): weight bytes, encoder and decoder-step costs beside
+   the half-precision model's at batch 1/4/8 (its weights are dequantized per call: does it cost time?).
 
 Random weights say nothing about accuracy, and their agreement with a noisy copy is not distil's: the
 acceptance rate to read section 2 with comes from CPU runs with real weights (bench/bench_speculative.py).
@@ -40,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.decode.kv_cache import KVCacheDecoder  # noqa: E402
 from pipeline.decode.rules import WhisperRules  # noqa: E402
 from pipeline.decode.speculative import DraftPolicy, greedy  # noqa: E402
+from pipeline.models.int8 import weight_only_linears  # noqa: E402
 from pipeline.models.load import decoder_only_assistant  # noqa: E402
 from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens  # noqa: E402
 
@@ -139,6 +142,30 @@ def step_costs(main, draft, features, device) -> dict:
     return out
 
 
+def int8_costs(main, features, device, half) -> dict:
+    """int8_float16 (weight-only int8) against the half-precision model: bytes of weights, encoder and decoder steps."""
+    quantized = weight_only_linears(copy.deepcopy(main), half)
+    out: dict = {"weight_bytes": {}, "encoder_s": {}, "step_s": {}}
+    for name, model in (("half", main), ("int8_weights", quantized)):
+        tensors = [*model.parameters(), *model.buffers()]
+        out["weight_bytes"][name] = sum(t.numel() * t.element_size() for t in tensors)
+        dec = KVCacheDecoder(model)
+        for b in (1, 4, 8):
+            feats = features[:b]
+            out["encoder_s"].setdefault(name, {})[b] = timed(lambda f=feats, m=model: m.get_encoder()(f), device, 3)
+            encoded = model.get_encoder()(feats).last_hidden_state
+            prefix = torch.full((b, 64), 440, dtype=torch.long, device=device)
+            dec.start(encoded, 128)
+            dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
+            start = torch.full((b,), 64, dtype=torch.long, device=device)
+            out["step_s"].setdefault(name, {})[b] = {
+                q: timed(lambda q=q, p=prefix, s=start, d=dec: d.forward(p[:, :q], s), device) for q in (1, 5)
+            }
+            dec.release()
+    del quantized
+    return out
+
+
 def gains(costs: dict) -> dict:
     """Expected speed of speculation over plain decoding (per batch size and agreement a), best k."""
     out = {}
@@ -230,6 +257,8 @@ def main() -> None:
     print(json.dumps({"step_costs": report["step_costs"], "speculation_gain": report["speculation_gain"]}, indent=1))
     report["throughput"] = throughput(main_model, draft, features, device)
     print(json.dumps({"throughput": report["throughput"]}, indent=1), flush=True)
+    report["int8_float16"] = int8_costs(main_model, features[:8], device, half)
+    print(json.dumps({"int8_float16": report["int8_float16"]}, indent=1), flush=True)
     report["identity"] = {}
     for dtype in (half, torch.bfloat16 if half == torch.float16 else torch.float32):
         report["identity"][str(dtype)] = identity(main_model, features[:16].float(), device, dtype)

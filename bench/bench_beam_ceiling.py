@@ -1,0 +1,86 @@
+"""What beam search would buy: podscribe with every piece decoded by beam search (the main model alone, as its
+fallback decodes failing pieces) beside faster-whisper at its own defaults (beam 5, temperature fallback), on
+the long-form set, scored as bench_longform.py scores.
+
+    .venv/bin/python bench/bench_beam_ceiling.py [--longform ../shared/longform] [--beams 5] [--skip-fw]
+
+A measurement, not a mode: podscribe decodes greedily so that speculative decoding gives the main model's
+tokens exactly (README). This asks how much of the long-form WER is the greedy search and how much is the
+model (docs/ARCHITECTURE.md, "Beam search is worth a point, not the WER target").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench_longform as bl  # noqa: E402
+
+from pipeline.decode import transcriber  # noqa: E402
+from pipeline.models import registry  # noqa: E402
+
+
+def beams_everywhere(beams: int):
+    """Transcriber._generate replaced: each piece by transformers' beam search, one at a time (the fallback's path)."""
+
+    def generate(self, features, encoded, languages, audio, results):
+        out = [
+            self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, 0.0) for i in range(len(results))
+        ]
+        for r, g in zip(results, out):
+            r.stats = replace(g.stats)
+        return out
+
+    return generate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--longform", type=Path, default=Path(os.environ.get("PODSCRIBE_LONGFORM_DIR", "../shared/longform"))
+    )
+    parser.add_argument("--beams", type=int, default=5)
+    parser.add_argument("--skip-fw", action="store_true")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    longform = args.longform.resolve()
+    scorer = bl.load_scorer(longform)
+    files = bl.episode_files(longform, bl.discover_episodes(longform))
+    tmp = Path(tempfile.mkdtemp(prefix="podscribe-beams-"))
+    results = {}
+    greedy = transcriber.Transcriber._generate
+    try:
+        transcriber.Transcriber._generate = beams_everywhere(args.beams)
+        start = time.perf_counter()
+        results[f"podscribe beam {args.beams} (every piece)"] = bl.run_podscribe(files, tmp / "job", None)
+        print(f"podscribe with beams: {time.perf_counter() - start:.0f} s", flush=True)
+    finally:
+        transcriber.Transcriber._generate = greedy
+    if not args.skip_fw:
+        from faster_whisper import WhisperModel
+
+        model = WhisperModel(
+            str(registry.ct2_directory("base", tmp)), device="cpu", compute_type="int8", cpu_threads=os.cpu_count() or 2
+        )
+        temperatures = list(bl.FW_DEFAULT_TEMPERATURES)
+        results["fw int8 beam 5 + fallback"] = bl.run_faster_whisper(model, files, temperatures, None, beam_size=5)
+    rows = []
+    for label, result in results.items():
+        rows += bl.table_rows(label, bl.score(scorer, longform, result), result)
+    bl.print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
