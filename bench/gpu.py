@@ -119,6 +119,18 @@ def timed(fn, device, repeat: int = 5) -> float:
 
 
 @torch.inference_mode()
+def decoder_steps(dec: KVCacheDecoder, encoded, device, positions) -> dict:
+    """Seconds per ``dec.forward`` of each number of positions per row, 64 tokens already in the cache."""
+    b = encoded.shape[0]
+    prefix = torch.full((b, 64), 440, dtype=torch.long, device=device)
+    dec.start(encoded, 128)
+    dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
+    start = torch.full((b,), 64, dtype=torch.long, device=device)
+    out = {q: timed(lambda q=q: dec.forward(prefix[:, :q], start), device) for q in positions}
+    dec.release()
+    return out
+
+
 def step_costs(main, draft, features, device) -> dict:
     out = {"encoder_s": {}, "verify_s": {}, "draft_step_s": {}}
     main_dec, draft_dec = KVCacheDecoder(main), KVCacheDecoder(draft, exact=False)
@@ -126,19 +138,8 @@ def step_costs(main, draft, features, device) -> dict:
         feats = features[:b]
         out["encoder_s"][b] = timed(lambda f=feats: main.get_encoder()(f), device, repeat=3)
         encoded = main.get_encoder()(feats).last_hidden_state
-        prefix = torch.full((b, 64), 440, dtype=torch.long, device=device)  # 64 tokens already in the cache
-        main_dec.start(encoded, 128)
-        main_dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
-        start = torch.full((b,), 64, dtype=torch.long, device=device)
-        out["verify_s"][b] = {
-            q: timed(lambda q=q, p=prefix, s=start: main_dec.forward(p[:, :q], s), device)
-            for q in (1, 2, 3, 4, 6, 8, 12, 16)
-        }
-        draft_dec.start(encoded, 128)
-        draft_dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
-        out["draft_step_s"][b] = timed(lambda p=prefix, s=start: draft_dec.forward(p[:, :1], s), device)
-        main_dec.release()
-        draft_dec.release()
+        out["verify_s"][b] = decoder_steps(main_dec, encoded, device, (1, 2, 3, 4, 6, 8, 12, 16))
+        out["draft_step_s"][b] = decoder_steps(draft_dec, encoded, device, (1,))[1]
     return out
 
 
@@ -147,21 +148,13 @@ def int8_costs(main, features, device, half) -> dict:
     quantized = weight_only_linears(copy.deepcopy(main), half)
     out: dict = {"weight_bytes": {}, "encoder_s": {}, "step_s": {}}
     for name, model in (("half", main), ("int8_weights", quantized)):
-        tensors = [*model.parameters(), *model.buffers()]
-        out["weight_bytes"][name] = sum(t.numel() * t.element_size() for t in tensors)
+        out["weight_bytes"][name] = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
         dec = KVCacheDecoder(model)
         for b in (1, 4, 8):
             feats = features[:b]
             out["encoder_s"].setdefault(name, {})[b] = timed(lambda f=feats, m=model: m.get_encoder()(f), device, 3)
             encoded = model.get_encoder()(feats).last_hidden_state
-            prefix = torch.full((b, 64), 440, dtype=torch.long, device=device)
-            dec.start(encoded, 128)
-            dec.forward(prefix, torch.zeros(b, dtype=torch.long, device=device))
-            start = torch.full((b,), 64, dtype=torch.long, device=device)
-            out["step_s"].setdefault(name, {})[b] = {
-                q: timed(lambda q=q, p=prefix, s=start, d=dec: d.forward(p[:, :q], s), device) for q in (1, 5)
-            }
-            dec.release()
+            out["step_s"].setdefault(name, {})[b] = decoder_steps(dec, encoded, device, (1, 5))
     del quantized
     return out
 

@@ -109,14 +109,19 @@ class WeightInt8Linear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, {self.scale.dtype}"
 
 
-def weight_only_linears(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """Every ``nn.Linear`` of ``model`` replaced by a ``WeightInt8Linear`` computing in ``dtype``, in place, on
-    the device it is on."""
+def _replace_linears(model: torch.nn.Module, make) -> torch.nn.Module:
+    """Every ``nn.Linear`` of ``model`` (encoder, decoder, output projection) replaced by ``make(linear)``, in place."""
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child) is torch.nn.Linear:
-                setattr(parent, name, WeightInt8Linear(child, dtype).to(child.weight.device))
+                setattr(parent, name, make(child))
     return model
+
+
+def weight_only_linears(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """Every ``nn.Linear`` of ``model`` replaced by a ``WeightInt8Linear`` computing in ``dtype``, in place, on
+    the device it is on."""
+    return _replace_linears(model, lambda linear: WeightInt8Linear(linear, dtype))
 
 
 def quantize_linears(model: torch.nn.Module) -> torch.nn.Module:
@@ -124,8 +129,4 @@ def quantize_linears(model: torch.nn.Module) -> torch.nn.Module:
     Convolutions, norms, embeddings and attention stay fp32."""
     if next(model.parameters()).device.type != "cpu":
         raise ValueError("int8 linear layers run on the CPU (fbgemm)")
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child) is torch.nn.Linear:
-                setattr(parent, name, Int8Linear(child))
-    return model
+    return _replace_linears(model, Int8Linear)
