@@ -160,6 +160,30 @@ def test_int8_linear_rows_do_not_depend_on_the_rows_beside_them():
     assert not torch.equal(per_tensor(x[0, :1]), per_tensor(x[0])[:1])
 
 
+def test_int8_linear_works_in_and_out_of_inference_mode_in_one_thread():
+    """Its scratch buffer is per thread and kept: first made inside ``torch.inference_mode`` (the decoder's
+    loops run there), it must still be writable in the same thread outside it."""
+    import threading
+
+    from pipeline.models.int8 import Int8Linear
+
+    q, x, out, errors = Int8Linear(torch.nn.Linear(16, 8)), torch.randn(4, 16), [], []
+
+    def first_inside_then_outside():
+        try:
+            with torch.inference_mode():
+                out.append(q(x))
+            out.append(q(x))
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=first_inside_then_outside)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    assert torch.equal(out[0], out[1])
+
+
 def test_int8_compute_type_is_cpu_only_and_recorded():
     from pipeline.errors import UsageProblem
     from pipeline.runtime import pick_runtime, recorded_compute_type

@@ -39,7 +39,10 @@ def _workspace(n_rows: int, n_cols: int) -> torch.Tensor:
     need = n_rows * n_cols
     buf = getattr(_local, "buf", None)
     if buf is None or buf.numel() < need:
-        buf = _local.buf = torch.empty(need)
+        # a normal tensor, even when first needed inside inference mode: an inference tensor could not be
+        # written to outside it (a thread that decodes under inference_mode and then aligns or probes without it)
+        with torch.inference_mode(False):
+            buf = _local.buf = torch.empty(need)
     return buf[:need].view(n_rows, n_cols)
 
 
