@@ -167,7 +167,8 @@ def job_options(flags_default_none: bool):
             type=click.Choice(COMPUTE_TYPES),
             help="Precision of weights and arithmetic. int8 (CPU): int8 linear layers, activations quantized "
             "per token. int8_float16/int8_bfloat16/int8_float32 (any device): int8 weights, products in that dtype "
-            "(saves memory, not time). auto: int8 on CPU, float16 on CUDA; a resumed job keeps the one it started with.",
+            "(saves memory, not time). auto: int8 on CPU (bfloat16 on a CPU with AMX bf16 units), float16 on CUDA; a "
+            "resumed job keeps the one it started with.",
         ),
         click.option(
             "--batch-size",

@@ -12,6 +12,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from helpers import ffmpeg
+from pipeline.runtime import auto_compute_type
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,7 +80,9 @@ def test_good_files_done_bad_files_failed_with_readable_errors(job, inputs):
         assert Path(row["path"]).name == inputs[key].name
     done = rows[inputs["m4a"].name]
     assert (
-        done["model"] == "tiny.en" and len(done["model_sha256"]) == 64 and done["runtime"] == "cpu/int8/sdpa"
+        done["model"] == "tiny.en"
+        and len(done["model_sha256"]) == 64
+        and done["runtime"] == f"cpu/{auto_compute_type('cpu')}/sdpa"
     )  # the CPU default
     assert done["n_pieces"] >= 2 and done["n_words"] > 60 and 39.5 < done["duration_s"] <= 40.1
 

@@ -246,6 +246,24 @@ def test_weight_only_int8_compute_types_run_anywhere_and_are_recorded():
         assert recorded_compute_type(runtime.describe()) == name
 
 
+def test_auto_compute_type_per_device():
+    """auto: float16 on CUDA, int8 on a CPU, bfloat16 on a CPU with bf16 matrix units (measured: README); the
+    probe agrees with the flags the kernel reports."""
+    from pathlib import Path
+
+    from pipeline.runtime import auto_compute_type, cpu_has_bf16_units, pick_runtime
+
+    assert auto_compute_type("cuda") == "float16" and auto_compute_type("cuda", bf16_units=True) == "float16"
+    assert auto_compute_type("cpu", bf16_units=False) == "int8"
+    assert auto_compute_type("cpu", bf16_units=True) == "bfloat16"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        flags = {f for line in cpuinfo.read_text().splitlines() if line.startswith("flags") for f in line.split()}
+        assert cpu_has_bf16_units() == ({"amx_tile", "amx_bf16", "avx512_bf16"} <= flags)
+    auto = pick_runtime("cpu")
+    assert auto.compute_type == auto_compute_type("cpu") and auto.int8 == (auto.compute_type == "int8")
+
+
 def test_auto_compute_type_resumes_a_job_with_the_one_it_started_with(tmp_path):
     """A job started in float32 before int8 became the CPU default resumes in float32 (its tokens depend on
     it); a new job gets the device's default; --restart starts over with it; a job.json that is lost is read
