@@ -185,7 +185,7 @@ def _now() -> str:
 
 
 def _trace(event: str, file_id: str, number: int) -> None:
-    """Test hook: PODSCRIBE_TRACE=<file> appends one line per decoded / persisted piece (``number``: the
+    """Test hook: PODSCRIBE_TRACE=<file> appends one line per read / decoded / persisted piece (``number``: the
     piece's index) and per claimed file (``number``: the worker deaths counted on it before this claim)."""
     path = os.environ.get("PODSCRIBE_TRACE")
     if path:
@@ -218,6 +218,7 @@ class FileContext:
     config_hash: str | None = None
     diarizer: Diarizer | None = None
     ready: Predecoded | None = None  # decoded beside other files (cross-file batch): nothing left to decode
+    stream: _Stream | None = None  # its audio, opened ahead while the files before it decoded
 
     @property
     def file_id(self) -> str:
@@ -240,6 +241,78 @@ def _with_last(items: Iterator) -> Iterator[tuple[object, bool]]:
 _END = object()
 
 
+@dataclass
+class _Stream:
+    """A file's pieces as a background thread reads them (ffmpeg, the cutter, the VAD), a batch ahead:
+    ``(piece, persisted row or None, voice or None)``. A piece persisted when reading began comes without its
+    samples or VAD; ``notes`` fills with the cutter's warnings as it reads."""
+
+    persisted: dict[int, dict]
+    notes: list[str]
+    items: prefetch.Ahead
+
+
+def _read(
+    file_id: str, path: Path, cut: CutOptions, duration_s: float | None, transcriber: Transcriber, persisted: dict
+) -> _Stream:
+    """Start reading a file's pieces in the background."""
+    notes: list[str] = []
+    voice = (
+        functools.partial(vad.speech_spans, opts=vad.VadOptions(threshold=transcriber.options.vad_threshold))
+        if cut.at_pauses
+        else None
+    )  # the cutter's VAD runs only when it cuts at pauses
+    hear = transcriber.voice if transcriber.options.vad else None
+
+    def produced():
+        for piece in audio.pieces(path, cut, duration_s, notes, voice):
+            known = persisted.get(piece.index)
+            if known is not None and (known["start_sample"], known["n_samples"]) == (
+                piece.start_sample,
+                piece.n_samples,
+            ):
+                piece.samples = None
+                yield piece, known, None
+            else:
+                heard = hear(piece.samples) if hear else None
+                _trace("read", file_id, piece.index)
+                yield piece, None, heard
+
+    return _Stream(persisted, notes, prefetch.ahead(produced(), depth=transcriber.options.batch_size))
+
+
+class _Lookahead:
+    """The audio of the next group of files, read while the model decodes the current group, so a job of many
+    short files does not wait on ffmpeg between batches (within a file, ``_Stream`` reads a batch ahead).
+    Reading takes no claim and writes nothing: a file another worker claims in the meantime is closed unread,
+    and one whose persisted batches changed before its claim is read again (``_decoded_pieces``)."""
+
+    def __init__(self, job: JobDir, transcriber: Transcriber, cut: CutOptions, probed: dict):
+        self.job, self.transcriber, self.cut, self.probed = job, transcriber, cut, probed
+        self.streams: dict[str, _Stream] = {}
+
+    def open(self, tasks: list[Task]) -> None:
+        for task in tasks:
+            info = self.probed.get(task.file_id)
+            if task.relabel or not isinstance(info, audio.AudioInfo) or task.file_id in self.streams:
+                continue
+            persisted = self.job.read_partial(task.file_id)
+            self.streams[task.file_id] = _read(
+                task.file_id, task.refs[0].path, self.cut, info.duration_s, self.transcriber, persisted
+            )
+
+    def take(self, tasks: list[Task]) -> dict[str, _Stream]:
+        """The streams opened for these files; any other one is closed (its file went to another worker)."""
+        taken = {task.file_id: self.streams.pop(task.file_id) for task in tasks if task.file_id in self.streams}
+        self.close()
+        return taken
+
+    def close(self) -> None:
+        for stream in self.streams.values():
+            stream.items.close()
+        self.streams.clear()
+
+
 def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]):
     """Every piece of the file with its result, in order: persisted ones are reused, the others decoded in
     batches of ``batch_size`` and persisted.
@@ -254,36 +327,20 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
         yield from _ready(ctx, queue)
         return
     persisted = ctx.job.read_partial(ctx.file_id)
+    stream = ctx.stream
+    if stream is None or stream.persisted != persisted:  # opened before another worker saved batches of it
+        if stream is not None:
+            stream.items.close()
+        stream = _read(ctx.file_id, ctx.path, ctx.cut, info.duration_s, ctx.transcriber, persisted)
     size = ctx.transcriber.options.batch_size
     queue: deque[list] = deque()  # [piece, result or None] in piece order
     batch: list[list] = []
     lock = _LanguageLock(ctx.transcriber, persisted)
-    voice = (
-        functools.partial(vad.speech_spans, opts=vad.VadOptions(threshold=ctx.transcriber.options.vad_threshold))
-        if ctx.cut.at_pauses
-        else None
-    )  # the cutter's VAD runs only when it cuts at pauses
-    hear = ctx.transcriber.voice if ctx.transcriber.options.vad else None
-
-    def produced():
-        """Pieces with their VAD (None for persisted ones), made in the prefetch thread."""
-        for piece in audio.pieces(ctx.path, ctx.cut, info.duration_s, warnings, voice):
-            known = persisted.get(piece.index)
-            if known is not None and (known["start_sample"], known["n_samples"]) == (
-                piece.start_sample,
-                piece.n_samples,
-            ):
-                piece.samples = None
-                yield piece, tables.from_partial(known), None
-            else:
-                yield piece, None, hear(piece.samples) if hear else None
-
-    fetched = prefetch.ahead(produced(), depth=size)
     try:
         voices: list = []
-        for (piece, result, heard), last in _with_last(fetched):
-            queue.append([piece, result])
-            if result is None:
+        for (piece, known, heard), last in _with_last(stream.items):
+            queue.append([piece, None if known is None else tables.from_partial(known)])
+            if known is None:
                 batch.append(queue[-1])
                 voices.append(heard)
             if batch and (len(batch) == size or last):
@@ -294,7 +351,8 @@ def _decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]
                     raise Interrupted()
             yield from _ready(ctx, queue)
     finally:
-        fetched.close()
+        stream.items.close()
+    warnings.extend(stream.notes)
 
 
 class _LanguageLock:
@@ -786,32 +844,39 @@ class _Worker:
             position=0,
         ) as job_bar:
             looked_again = False
-            while pending:
-                busy = []
-                at = 0
-                while at < len(pending):
-                    if self.stop.is_set():  # a stop between files (short files end inside one batch)
-                        raise Interrupted()
-                    group = self._group(pending, at, probed)
-                    at += len(group)
-                    claims = []
-                    for task in group:
-                        held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
-                        if held is None:
-                            busy.append(task)
-                            continue
-                        _trace("claimed", task.file_id, held.deaths)
-                        claims.append((task, held))
-                    self._decode_claims(claims, probed, durations, job_bar)
-                if len(busy) < len(pending):
-                    looked_again = False
-                elif looked_again:  # held twice in a row: their workers are at them
-                    summary.elsewhere = len(busy)
-                    return
-                else:  # once more after a moment: `podscribe status` may have been testing a lock just then
-                    looked_again = True
-                    time.sleep(0.5)
-                pending = busy
+            lookahead = _Lookahead(self.job, self.transcriber, self.options.cut, probed)
+            try:
+                while pending:
+                    busy = []
+                    at = 0
+                    while at < len(pending):
+                        if self.stop.is_set():  # a stop between files (short files end inside one batch)
+                            raise Interrupted()
+                        group = self._group(pending, at, probed)
+                        at += len(group)
+                        claims = []
+                        for task in group:
+                            held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
+                            if held is None:
+                                busy.append(task)
+                                continue
+                            _trace("claimed", task.file_id, held.deaths)
+                            claims.append((task, held))
+                        streams = lookahead.take([task for task, _ in claims])
+                        if at < len(pending):  # read the next group while this one decodes
+                            lookahead.open(self._group(pending, at, probed))
+                        self._decode_claims(claims, probed, durations, job_bar, streams)
+                    if len(busy) < len(pending):
+                        looked_again = False
+                    elif looked_again:  # held twice in a row: their workers are at them
+                        summary.elsewhere = len(busy)
+                        return
+                    else:  # once more after a moment: `podscribe status` may have been testing a lock just then
+                        looked_again = True
+                        time.sleep(0.5)
+                    pending = busy
+            finally:
+                lookahead.close()
 
     def _group(self, pending: list[Task], at: int, probed: dict) -> list[Task]:
         """The task at ``at``; if it is a file of one piece, the one-piece files right after it too, up to the
@@ -833,16 +898,22 @@ class _Worker:
             and 0 < (info.duration_s or 0.0) <= self.options.cut.max_s
         )
 
-    def _decode_claims(self, claims: list, probed: dict, durations: dict, job_bar) -> None:
+    def _decode_claims(self, claims: list, probed: dict, durations: dict, job_bar, streams: dict) -> None:
         """Decode claimed files: several one-piece files in one batch first (``_decode_together``), then each
-        file under its claim as ever. Claims not yet finished when something stops the loop are given back."""
+        file under its claim as ever. Claims not yet finished when something stops the loop are given back.
+        ``streams``: the files' audio as it was opened ahead (``_Lookahead``); each is closed once used."""
         pending, current = list(claims), None
         try:
-            ready = self._decode_together(claims, probed) if len(claims) > 1 else {}
+            ready = self._decode_together(claims, probed, streams) if len(claims) > 1 else {}
             while pending:
                 task, current = pending.pop(0)
                 self.decode_claimed(
-                    task, current, probed[task.file_id], durations[task.file_id], ready.get(task.file_id)
+                    task,
+                    current,
+                    probed[task.file_id],
+                    durations[task.file_id],
+                    ready.get(task.file_id),
+                    streams.get(task.file_id),
                 )
                 current.release()
                 current = None
@@ -854,8 +925,11 @@ class _Worker:
                 held.give_back()
                 held.release()
             raise
+        finally:
+            for stream in streams.values():
+                stream.items.close()
 
-    def _decode_together(self, claims: list, probed: dict) -> dict[str, Predecoded]:
+    def _decode_together(self, claims: list, probed: dict, streams: dict) -> dict[str, Predecoded]:
         """Cross-file batches: the one piece of each claimed file, decoded in one batch. A file a worker already
         died on is left to decode alone (a file that kills workers must not take others with it); a file that
         does not cut into exactly one piece, or cannot be read, is left to its own run, which records why."""
@@ -864,23 +938,30 @@ class _Worker:
         for task, held in claims:
             if held.deaths:
                 continue
-            notes: list[str] = []
+            stream = streams.get(task.file_id) or _read(
+                task.file_id, task.refs[0].path, self.options.cut, probed[task.file_id].duration_s, self.transcriber, {}
+            )
             try:
-                cut = list(audio.pieces(task.refs[0].path, self.options.cut, probed[task.file_id].duration_s, notes))
-            except AudioError:
+                cut = list(stream.items)
+            except (AudioError, RuntimeError, ValueError, MemoryError):  # its own run records why
                 continue
-            if len(cut) == 1:
-                entries.append((task.file_id, cut[0], notes))
+            finally:
+                stream.items.close()
+            if len(cut) == 1 and cut[0][1] is None:
+                piece, _, heard = cut[0]
+                entries.append((task.file_id, piece, stream.notes, heard))
         if len(entries) < 2:
             return {}
         try:
-            results = self.transcriber.transcribe([piece.samples for _, piece, _ in entries], None)
+            results = self.transcriber.transcribe(
+                [piece.samples for _, piece, _, _ in entries], None, [heard for *_, heard in entries]
+            )
         except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
             log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
             return {}
         share = (time.monotonic() - start) / len(entries)
         ready = {}
-        for (file_id, piece, notes), result in zip(entries, results):
+        for (file_id, piece, notes, _), result in zip(entries, results):
             _trace("decoded", file_id, piece.index)
             piece.samples = None
             ready[file_id] = Predecoded([(piece, result)], notes, share)
@@ -893,6 +974,7 @@ class _Worker:
         probed: audio.AudioInfo | AudioError | None,
         duration_s: float,
         ready: Predecoded | None = None,
+        stream: _Stream | None = None,
     ) -> None:
         # Another worker wrote its row after this one planned. (A row as planned is not a reason to skip: a
         # done row whose segments table was damaged is planned to be redone.)
@@ -923,6 +1005,7 @@ class _Worker:
                 self.config_hash,
                 self.diarizer,
                 ready,
+                stream,
             )
             if held.deaths >= options.max_attempts and task.relabel:  # labels are not worth a transcript
                 warning = f"a worker died {held.deaths} times while labelling its speakers: left unlabelled"

@@ -142,10 +142,11 @@ def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]
     return proc.returncode, out, err
 
 
-def lines(trace: Path, claims: bool = False) -> list[str]:
-    """The trace's decoded / persisted events (and the claims of files, when asked)."""
+def lines(trace: Path, claims: bool = False, reads: bool = False) -> list[str]:
+    """The trace's decoded / persisted events (and the claims of files, the pieces read, when asked)."""
     found = trace.read_text().splitlines() if trace.exists() else []
-    return found if claims else [x for x in found if not x.startswith("claimed")]
+    shown = {"decoded", "persisted"} | ({"claimed"} if claims else set()) | ({"read"} if reads else set())
+    return [x for x in found if x.split(" ", 1)[0] in shown]
 
 
 def decoded_after_persisted(trace: Path) -> list[tuple[str, str]]:

@@ -80,3 +80,17 @@ def test_closing_early_stops_the_producer_and_closes_its_source():
 def test_depth_must_be_positive():
     with pytest.raises(ValueError):
         next(ahead([1], depth=0))
+
+
+def test_reading_starts_before_the_first_item_is_asked_for_and_closes_unread():
+    """The runner opens the next files while the model is at the current one: the producer must be at work
+    before the consumer's first ``next``, and closing a stream nobody read stops it all the same."""
+    source = Source(10_000)
+    it = ahead(source, depth=3)
+    _settle(source, 4)
+    assert 1 <= source.pulled <= 3 + 1
+    it.close()
+    assert source.closed
+    assert not any(t.name == "podscribe-prefetch" for t in threading.enumerate())
+    with pytest.raises(StopIteration):
+        next(it)

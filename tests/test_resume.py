@@ -142,9 +142,10 @@ def _transcripts(out) -> list[tuple]:
 
 def test_one_piece_files_share_batches_and_a_kill_inside_one_loses_nothing(english_human, cache_dir, tmp_path):
     """Cross-file batches: six clips of one piece each at --batch-size 4 are claimed four at a time and decoded in
-    one batch, and their segments are exactly those of a run at --batch-size 1 (a piece's tokens do not depend on
-    the rows beside it). A worker killed inside such a batch leaves each of its files one death: the resumed run
-    decodes those alone (a file that kills workers must not take others with it) to the same segments."""
+    one batch (the other two are read meanwhile), and their segments are exactly those of a run at --batch-size 1
+    (a piece's tokens do not depend on the rows beside it). A worker killed inside such a batch leaves each of its
+    files one death: the resumed run decodes those alone (a file that kills workers must not take others with it)
+    to the same segments."""
     clips = sorted((c for c in english_human if c.duration_s < 20), key=lambda c: c.path.name)[:6]
     inputs = [c.path for c in clips]
     args = ["--model", "tiny.en", "--language", "en", "-q"]
@@ -158,6 +159,11 @@ def test_one_piece_files_share_batches_and_a_kill_inside_one_loses_nothing(engli
     first = next(i for i, (event, _) in enumerate(events) if event == "decoded")
     assert [event for event, _ in events[:first]] == ["claimed"] * 4, events
     assert _transcripts(grouped) == _transcripts(alone)
+    # the next group's two files are read while the first group decodes: before they are claimed
+    events = [line.split()[:2] for line in lines(trace, claims=True, reads=True)]
+    second = {file_id for event, file_id in events if event == "claimed"} - {file_id for _, file_id in events[:4]}
+    second_claimed = next(i for i, (event, file_id) in enumerate(events) if event == "claimed" and file_id in second)
+    assert {file_id for event, file_id in events[:second_claimed] if event == "read"} >= second, events
 
     trace = tmp_path / "resumed.txt"
     proc = start(resumed, inputs, cache_dir, trace, "--batch-size", "4", args=args)
