@@ -156,6 +156,33 @@ def test_kv_cache_decoder_logits_equal_transformers_forward(base_models):
             assert torch.allclose(logits[b], ref, atol=1e-4), "decoder forward differs from transformers"
 
 
+def test_a_rows_step_does_not_depend_on_how_far_the_rows_beside_it_are(base_models):
+    """In int8 (row-exact linear layers), the main model's one-token and verify steps give a row bit-identical
+    logits in a batch whose other rows are ahead or behind it and decoded alone: each row attends over exactly
+    its own keys. An attention call's sums depend on the number of keys it runs over, masked ones too, and int8
+    turns such a last bit into a whole quantization step (base int8 with its self-draft flipped a timestamp)."""
+    model = quantize_linears(copy.deepcopy(tiny_random_models(base_models, 11).main))
+    torch.manual_seed(0)
+    encoded = torch.randn(3, 1500, 64)
+    ids = torch.randint(0, 50000, (3, 204))
+    lengths = torch.tensor([5, 200, 70])  # far apart: the kernel sums keys in blocks
+
+    def steps(rows: list[int]) -> list[torch.Tensor]:
+        decoder = KVCacheDecoder(model)
+        decoder.start(encoded[rows], 256)
+        decoder.forward(ids[rows, :200], torch.zeros(len(rows), dtype=torch.long))  # the prefill, 200 for every row
+        at = lengths[rows]
+        one = decoder.forward(ids[rows, 200:201], at)  # a one-token step at each row's own length
+        verify = decoder.forward(ids[rows, 201:204], at + 1, one_at_a_time=True)  # a verify step of three
+        return [one, verify]
+
+    together = steps([0, 1, 2])
+    for b in range(3):
+        alone = steps([b])
+        for got, want in zip(together, alone):
+            assert torch.equal(got[b], want[0]), f"row {b} depends on the rows beside it"
+
+
 # -- token identity ------------------------------------------------------------------
 
 

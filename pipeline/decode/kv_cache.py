@@ -84,6 +84,7 @@ class KVCacheDecoder:
         self.final_norm = _norm(decoder.layer_norm)
         self.project = _linear(self.proj_out)
         self.cross_dtype = self.dtype
+        self.exact = exact
         if not exact and self.dtype == torch.float32 and _cpu_bf16():
             self.cross_dtype = torch.bfloat16
 
@@ -123,10 +124,13 @@ class KVCacheDecoder:
 
         ``one_at_a_time`` (a verify step): on the CPU, each position's attention is its own call, shaped as a
         one-token step computes it. The attention kernels' sums can differ in the last bit with the number of
-        queries; in float32 that never moved a token in the tests, but int8 quantizes each position's
-        activations, and a last-bit difference that crosses a rounding step becomes a whole quantization step
-        (base int8 with its self-draft flipped a timestamp near-tie until this). Not on CUDA: half precision is
-        not exact across shapes anyway (its matrix products are not), and there each call is a kernel launch."""
+        queries, and with the number of keys they run over, masked ones too; in float32 that never moved a token
+        in the tests, but int8 quantizes each position's activations, and a last-bit difference that crosses a
+        rounding step becomes a whole quantization step (base int8 with its self-draft flipped timestamp
+        near-ties until this). So on the CPU the main model's one-token and verify steps attend each row over
+        exactly its own keys (``_attend``): rows at one position share a call, and a row's result never depends
+        on how far the rows beside it are. Not on CUDA: half precision is not exact across shapes anyway (its
+        matrix products are not), and there each call is a kernel launch."""
         rows, q = ids.shape
         offsets = torch.arange(q, device=ids.device)
         pos = start[:, None] + offsets  # [B, Q]
@@ -135,34 +139,24 @@ class KVCacheDecoder:
         width = int(pos.max()) + 1
         keys = torch.arange(width, device=ids.device)
         mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, width]: causal, per row
-        index = pos[:, None, :, None].expand(rows, self.heads, q, self.head_dim)
+        row_of = torch.arange(rows, device=ids.device)[:, None].expand(rows, q)  # with ``pos``: where each key goes
         split = self._split
         singly = one_at_a_time and q > 1 and ids.device.type == "cpu"
-        widths = (pos.max(0).values + 1).tolist() if singly else []  # per position, as that step would have it
+        own = self.exact and ids.device.type == "cpu" and (q == 1 or singly)
+        groups = [_rows_at(pos[:, j]) for j in range(q)] if own else []  # per query position: (width, rows)
         for i, op in enumerate(self.ops):
             h = op.norm1(x)
             if op.qkv is None:
                 query, key, value = op.q(h) * self.scaling, op.k(h), op.v(h)
             else:
                 query, key, value = op.qkv(h).chunk(3, dim=-1)
-            self.self_k[i].scatter_(2, index, split(key))
-            self.self_v[i].scatter_(2, index, split(value))
+            # written through a [B, capacity, H, hd] view: index_put_ (scatter_ is ~50x slower in bf16 on the CPU)
+            self.self_k[i].transpose(1, 2).index_put_((row_of, pos), key.reshape(rows, q, self.heads, self.head_dim))
+            self.self_v[i].transpose(1, 2).index_put_((row_of, pos), value.reshape(rows, q, self.heads, self.head_dim))
             k_, v_ = self.self_k[i], self.self_v[i]
             query = split(query)
-            if singly:
-                out = torch.cat(
-                    [
-                        F.scaled_dot_product_attention(
-                            query[:, :, j : j + 1],
-                            k_[:, :, :w],
-                            v_[:, :, :w],
-                            attn_mask=mask[..., j : j + 1, :w],
-                            scale=1.0,
-                        )
-                        for j, w in enumerate(widths)
-                    ],
-                    dim=2,
-                )
+            if own:
+                out = torch.cat([_attend(query[:, :, j : j + 1], k_, v_, g) for j, g in enumerate(groups)], dim=2)
             else:
                 out = F.scaled_dot_product_attention(
                     query, k_[:, :, :width], v_[:, :, :width], attn_mask=mask, scale=1.0
@@ -194,6 +188,32 @@ class _LayerOps:
         self.cross_q, self.cross_o = _linear(cross.q_proj), _linear(cross.out_proj)
         self.fc1, self.fc2 = _linear(layer.fc1), _linear(layer.fc2)
         self.act = layer.activation_fn
+
+
+def _rows_at(at: torch.Tensor) -> list[tuple[int, torch.Tensor | None]]:
+    """The rows of one query position grouped by their key count (position + 1): ``(width, rows)``, rows None
+    when every row has that width (one call, no gather)."""
+    widths = (at + 1).tolist()
+    if len(set(widths)) == 1:
+        return [(widths[0], None)]
+    return [
+        (w, torch.tensor([b for b, x in enumerate(widths) if x == w], device=at.device)) for w in sorted(set(widths))
+    ]
+
+
+def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, groups: list) -> torch.Tensor:
+    """One query position per row [B, H, 1, hd], each row attending over exactly its own keys: no mask, no
+    call over keys a row does not have (the kernel's sums depend on the width; a row's alone, in a batch of
+    rows at its position or gathered with them are bit-identical)."""
+    if groups[0][1] is None:
+        width = groups[0][0]
+        return F.scaled_dot_product_attention(query, keys[:, :, :width], values[:, :, :width], scale=1.0)
+    out = torch.empty_like(query)
+    for width, rows in groups:
+        out[rows] = F.scaled_dot_product_attention(
+            query[rows], keys[rows, :, :width], values[rows, :, :width], scale=1.0
+        )
+    return out
 
 
 def _linear(module: torch.nn.Module):
