@@ -37,6 +37,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -680,6 +681,15 @@ def _needs_labels(row: dict, speaker_config: str | None) -> bool:
     return speaker_config is not None and bool(row["n_segments"]) and row.get("speaker_config") != speaker_config
 
 
+def _probe_all(tasks: list[Task]) -> dict[str, audio.AudioInfo | AudioError | None]:
+    """Every file probed (None for one that only needs labels) before the first is decoded: files go longest
+    first. An ffprobe run is mostly process start-up, so a few run at once (49 clips: 3.0 s one by one, 1.5 s
+    two or four at a time on a 2-core CPU)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        found = list(pool.map(lambda task: None if task.relabel else _probe(task), tasks))
+    return {task.file_id: info for task, info in zip(tasks, found)}
+
+
 def _probe(task: Task) -> audio.AudioInfo | AudioError:
     """Probed once per file: for the progress total, then for decoding (an error becomes its failed row)."""
     if task.problem:
@@ -830,7 +840,7 @@ class _Worker:
         """Longest first; each file only under its claim. Files held by other workers are tried again after a
         pass (their worker may have died), until a pass finds nothing to take."""
         job, summary = self.job, self.summary
-        probed = {task.file_id: None if task.relabel else _probe(task) for task in todo}  # labels need no probe
+        probed = _probe_all(todo)
         durations = {
             k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
         }
