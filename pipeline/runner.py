@@ -54,7 +54,7 @@ from .export import CueRules, export_job
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
 from .records import PieceResult
-from .runtime import pick_runtime, recorded_compute_type
+from .runtime import pick_runtime, recorded_compute_type, return_freed_memory
 from .stitch import stitch
 
 if TYPE_CHECKING:
@@ -384,6 +384,7 @@ def _decode_batch(
     pieces = [entry[0] for entry in batch]
     samples = [p.samples for p in pieces]
     results = ctx.transcriber.transcribe(samples, lock(samples), voices)
+    return_freed_memory()
     for p in pieces:
         _trace("decoded", ctx.file_id, p.index)
     if checkpoint:
@@ -969,6 +970,7 @@ class _Worker:
         except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
             log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
             return {}
+        return_freed_memory()
         share = (time.monotonic() - start) / len(entries)
         ready = {}
         for (file_id, piece, notes, _), result in zip(entries, results):

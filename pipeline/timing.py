@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .decode.forced import forced_logits, padded
+from .decode.forced import forced_hidden, padded, row_logits
 from .records import Word
 from .whisper import ENCODER_FRAMES_PER_S
 
@@ -167,10 +167,9 @@ def word_timings(
     layers = sorted({layer for layer, _ in heads})
     tap = _CrossAttentionTap(main, layers)
     try:
-        logits = forced_logits(main, encoded, ids).float()
+        hidden = forced_hidden(main, encoded, ids)
     finally:
         tap.close()
-    probs = logits.softmax(-1)
     weights = torch.cat(
         [
             _head_weights(main, layer, [h for l2, h in heads if l2 == layer], tap.inputs[layer], encoded)
@@ -193,7 +192,8 @@ def word_timings(
         token_rows, time_cols = dtw(-matrix.cpu().double().numpy())
         jumps = np.pad(np.diff(token_rows), (1, 0), constant_values=1).astype(bool)
         jump_times = time_cols[jumps] / ENCODER_FRAMES_PER_S
-        token_p = probs[b, torch.arange(n_prompt - 1, n_prompt - 1 + len(text)), torch.tensor(text)].tolist()
+        at = torch.arange(n_prompt - 1, n_prompt - 1 + len(text))
+        token_p = row_logits(main, hidden[b, at]).softmax(-1)[torch.arange(len(text)), torch.tensor(text)].tolist()
         words, pos = [], 0
         for group in _word_groups(tok, text):
             start = float(jump_times[min(pos, len(jump_times) - 1)])

@@ -17,10 +17,24 @@ def padded(rows: list[list[int]], pad: int, device) -> torch.Tensor:
     return torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
 
 
+def forced_hidden(model, encoded: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The decoder's last hidden states [B, T, D] for ``ids`` [B, T] over ``encoded``: a row's logits are
+    ``row_logits(model, hidden[b, ...])`` of the positions it needs. Made a row at a time because the whole
+    batch's logits at once, [B, T, 51865] floats and the softmax's copy, were a batch's peak memory (~0.5 GB
+    for four long rows): an hour-long episode, which meets such a batch sooner or later, peaked far above a
+    3-minute one."""
+    return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded).last_hidden_state
+
+
+def row_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """float32 logits of hidden states from ``forced_hidden`` (any leading shape)."""
+    return model.proj_out(hidden).float()
+
+
 def forced_logits(model, encoded: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Logits [B, T, V] of ``model``'s decoder fed ``ids`` [B, T] over ``encoded``: position t scores the
-    token after ids[:, t]."""
-    return model(encoder_outputs=(encoded,), decoder_input_ids=ids).logits
+    token after ids[:, t]. For short rows (the first step); long ones go through ``forced_hidden``."""
+    return model.proj_out(forced_hidden(model, encoded, ids))
 
 
 def first_step_logits(model, encoded: torch.Tensor, sot: int, context: list[int] = ()) -> torch.Tensor:

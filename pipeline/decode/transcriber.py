@@ -44,7 +44,7 @@ from ..models.load import Models
 from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
 from ..timing import word_timings
 from . import auto, recover
-from .forced import first_step_logits, forced_logits, padded
+from .forced import first_step_logits, forced_hidden, padded, row_logits
 from .generate import Generated, Generator
 from .options import DecodeOptions
 from .rules import RuleState
@@ -418,7 +418,7 @@ class Transcriber:
         limit = self.models.main.config.max_target_positions + 1  # a second pass can make a row longer
         rows = [(p + g.tokens + [self.tokens.eot])[:limit] for p, g in zip(prompts, generated)]
         ids = padded(rows, self.tokens.eot, encoded.device)
-        logits = forced_logits(self.models.main, encoded, ids[:, :-1])
+        hidden = forced_hidden(self.models.main, encoded, ids[:, :-1])
         rules = self.plain.rules
         for b, (r, p, row, g) in enumerate(zip(results, prompts, rows, generated)):
             n = len(row) - len(p)  # tokens scored: the sequence and its end-of-text, as far as the row holds them
@@ -426,9 +426,9 @@ class Transcriber:
                 r.avg_logprob = 0.0
                 continue
             target = ids[b, len(p) : len(row), None]
-            row_logits = logits[b : b + 1, len(p) - 1 : len(row) - 1].float()
-            raw = row_logits.log_softmax(-1).gather(-1, target[None])[0, :, 0]
-            ruled = rules.apply(row_logits, self._rule_states(g, n, encoded.device)).log_softmax(-1)
+            logits = row_logits(self.models.main, hidden[b : b + 1, len(p) - 1 : len(row) - 1])
+            raw = logits.log_softmax(-1).gather(-1, target[None])[0, :, 0]
+            ruled = rules.apply(logits, self._rule_states(g, n, encoded.device)).log_softmax(-1)
             ruled = ruled.gather(-1, target[None])[0, :, 0]
             r.avg_logprob = float(torch.where(torch.isinf(ruled), raw, ruled).mean())
 
