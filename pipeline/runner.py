@@ -286,21 +286,23 @@ class _Lookahead:
     """The audio of the next group of files, read while the model decodes the current group, so a job of many
     short files does not wait on ffmpeg between batches (within a file, ``_Stream`` reads a batch ahead).
     Reading takes no claim and writes nothing: a file another worker claims in the meantime is closed unread,
-    and one whose persisted batches changed before its claim is read again (``_decoded_pieces``)."""
+    and one that got checkpoints before its claim is read again (``_decoded_pieces``)."""
 
     def __init__(self, job: JobDir, transcriber: Transcriber, cut: CutOptions, probed: dict):
         self.job, self.transcriber, self.cut, self.probed = job, transcriber, cut, probed
         self.streams: dict[str, _Stream] = {}
 
     def open(self, tasks: list[Task]) -> None:
+        """Start reading these files, but for those with checkpoints: a worker without the claim reads nothing
+        of a file's state (``read_partial`` drops a damaged checkpoint), and a resumed file reads little."""
         for task in tasks:
             info = self.probed.get(task.file_id)
             if task.relabel or not isinstance(info, audio.AudioInfo) or task.file_id in self.streams:
                 continue
-            persisted = self.job.read_partial(task.file_id)
-            self.streams[task.file_id] = _read(
-                task.file_id, task.refs[0].path, self.cut, info.duration_s, self.transcriber, persisted
-            )
+            if self.job.persisted_batches(task.file_id) == 0:
+                self.streams[task.file_id] = _read(
+                    task.file_id, task.refs[0].path, self.cut, info.duration_s, self.transcriber, {}
+                )
 
     def take(self, tasks: list[Task]) -> dict[str, _Stream]:
         """The streams opened for these files; any other one is closed (its file went to another worker)."""
