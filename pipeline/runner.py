@@ -951,7 +951,8 @@ class _Worker:
         for task, held in claims:
             if held.deaths:
                 continue
-            stream = streams.get(task.file_id) or _read(
+            # taken out of ``streams``: a file left to its own run (no batch formed, a failed batch) reads afresh
+            stream = streams.pop(task.file_id, None) or _read(
                 task.file_id, task.refs[0].path, self.options.cut, probed[task.file_id].duration_s, self.transcriber, {}
             )
             try:
