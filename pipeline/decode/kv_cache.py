@@ -136,14 +136,15 @@ class KVCacheDecoder:
         pos = start[:, None] + offsets  # [B, Q]
         emb = self.decoder.embed_positions.weight[pos.clamp(max=self.max_positions - 1)]
         x = self.decoder.embed_tokens(ids) + emb
-        width = int(pos.max()) + 1
-        keys = torch.arange(width, device=ids.device)
-        mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [B, 1, Q, width]: causal, per row
         row_of = torch.arange(rows, device=ids.device)[:, None].expand(rows, q)  # with ``pos``: where each key goes
         split = self._split
         singly = one_at_a_time and q > 1 and ids.device.type == "cpu"
         own = self.exact and ids.device.type == "cpu" and (q == 1 or singly)
-        groups = [_rows_at(pos[:, j]) for j in range(q)] if own else []  # per query position: (width, rows)
+        if own:
+            groups = [_rows_at(pos[:, j]) for j in range(q)]  # per query position: (width, rows)
+        else:  # one call over the longest row's keys, a causal mask per row
+            width = int(pos.max()) + 1
+            mask = (torch.arange(width, device=ids.device)[None, None, :] <= pos[:, :, None])[:, None]  # [B,1,Q,W]
         for i, op in enumerate(self.ops):
             h = op.norm1(x)
             if op.qkv is None:
