@@ -20,7 +20,7 @@ from transformers.generation.logits_process import (
 
 from helpers import perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
-from pipeline.decode.generate import Generator
+from pipeline.decode.generate import Generator, encode, log_mel
 from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.reference import hf_generate
 from pipeline.decode.rules import RuleState, WhisperRules
@@ -181,6 +181,19 @@ def test_a_rows_step_does_not_depend_on_how_far_the_rows_beside_it_are(base_mode
         alone = steps([b])
         for got, want in zip(together, alone):
             assert torch.equal(got[b], want[0]), f"row {b} depends on the rows beside it"
+
+
+@pytest.mark.parametrize("compute_type", ["float32", "bfloat16", "int8"])
+def test_features_and_encoder_a_piece_at_a_time_equal_the_batch(compute_type, base_models, pieces):
+    """On the CPU the log-mel features and base's encoder run a piece at a time (under half the memory, no
+    slower): each piece's bits must be those of the batch, or its tokens would depend on the batch size."""
+    model = copy.deepcopy(base_models.main)
+    model = quantize_linears(model) if compute_type == "int8" else model.to(getattr(torch, compute_type))
+    batch = _features(base_models, pieces[:4]).to(model.dtype)
+    features = log_mel(base_models.processor.feature_extractor, pieces[:4], "cpu", model.dtype)
+    assert torch.equal(features, batch)
+    with torch.inference_mode():
+        assert torch.equal(encode(model, features), model.get_encoder()(batch).last_hidden_state)
 
 
 # -- token identity ------------------------------------------------------------------

@@ -47,6 +47,27 @@ class Generated:
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
 
 
+def log_mel(extractor: WhisperFeatureExtractor, audio: list[np.ndarray], device, dtype) -> torch.Tensor:
+    """Whisper's 3000-frame log-mel features of each piece, [rows, mels, 3000]. On the CPU a piece at a time:
+    the same bits as the batch (each row's STFT and its max are its own; tested) at a quarter of the transient
+    memory (~100 MB for 4 pieces at once: padded float copies, the complex STFT)."""
+    if torch.device(device).type != "cpu":
+        return extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features.to(device, dtype)
+    rows = [extractor([a], sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features for a in audio]
+    return torch.cat(rows).to(device, dtype)
+
+
+def encode(model: WhisperForConditionalGeneration, features: torch.Tensor) -> torch.Tensor:
+    """The encoder's output for rows of features. On the CPU a row at a time: the same bits as the batch (a
+    row's sums do not depend on the rows beside it; tested), measured ~10% faster at 4 rows of ``base`` and
+    under half the batch's transient memory (the MLP's [rows x 1500, 2048] activations, 100-350 MB by compute
+    type); on CUDA the batch, which keeps the GPU busy."""
+    encoder = model.get_encoder()
+    if features.device.type != "cpu" or features.shape[0] == 1:
+        return encoder(features).last_hidden_state
+    return torch.cat([encoder(row[None]).last_hidden_state for row in features])
+
+
 def context_tokens(
     tokenizer, prev_sot: int, eot: int, initial_prompt: str | None, hotwords: str | None, max_text: int = 223
 ) -> list[int]:
@@ -132,8 +153,7 @@ class Generator:
         """Features for a seq2seq draft whose mel bins differ from the main model's (else None: reuse the main's)."""
         if self.draft_extractor is None:
             return None
-        feats = self.draft_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
-        return feats.to(self.models.runtime.device, self.draft_model.dtype)
+        return log_mel(self.draft_extractor, audio, self.models.runtime.device, self.draft_model.dtype)
 
     def context(self, initial_prompt: str | None, hotwords: str | None) -> list[int]:
         """The previous-text tokens for this model's tokenizer (see ``context_tokens``)."""
@@ -169,7 +189,7 @@ class Generator:
             grow = min(len(prompts[0]), self.max_positions // 2 - 1)
             limit = min(self.max_length + npass * grow, self.max_positions)
             feats = self._window(features, pending, seek)
-            enc = encoded if first and encoded is not None else self.models.main.get_encoder()(feats).last_hidden_state
+            enc = encoded if first and encoded is not None else encode(self.models.main, feats)
             self.main.start(enc, limit + self.policy.max_draft + 2)
             if self.draft is not None:
                 self.draft.start(
@@ -211,4 +231,4 @@ class Generator:
         if not self.seq2seq_draft:
             return main_encoded
         own = feats if draft_features is None else self._window(draft_features, rows, seek)
-        return self.draft_model.get_encoder()(own.to(self.draft_model.dtype)).last_hidden_state
+        return encode(self.draft_model, own.to(self.draft_model.dtype))

@@ -42,10 +42,11 @@ from .. import vad
 from ..audio import SAMPLE_RATE, rms_db
 from ..models.load import Models
 from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
+from ..runtime import return_freed_memory
 from ..timing import word_timings
 from . import auto, recover
 from .forced import first_step_logits, forced_hidden, padded, row_logits
-from .generate import Generated, Generator
+from .generate import Generated, Generator, encode, log_mel
 from .options import DecodeOptions
 from .rules import RuleState
 
@@ -140,13 +141,18 @@ class Transcriber:
 
     @torch.inference_mode()
     def _decode(self, audio: list[np.ndarray], results: list[PieceResult], languages: list[str | None]) -> None:
+        # The heap's free pages go back after each step (``return_freed_memory``): the steps allocate tensors of
+        # different sizes, and glibc would keep each step's freed pages, so the steps' peaks would stack.
         features = self._features(audio)
-        encoded = self.models.main.get_encoder()(features).last_hidden_state
+        encoded = encode(self.models.main, features)
+        return_freed_memory()
         no_speech, languages = self._probe(encoded, languages)
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
         generated = self._generate(features, encoded, languages, audio, results)
+        return_freed_memory()
         self._score(encoded, languages, generated, results)
+        return_freed_memory()
         for r, g in zip(results, generated):
             r.compression_ratio = self._compression(g.tokens)
         self._fallback(features, encoded, languages, generated, audio, results)
@@ -337,14 +343,11 @@ class Transcriber:
         return self.plain.prompt(language, self.options.task, self.context)
 
     def _features(self, audio: list[np.ndarray]) -> torch.Tensor:
-        models = self.models
-        features = models.processor.feature_extractor(
-            audio, sampling_rate=SAMPLE_RATE, return_tensors="pt"
-        ).input_features
-        return features.to(models.runtime.device, models.runtime.dtype)
+        runtime = self.models.runtime
+        return log_mel(self.models.processor.feature_extractor, audio, runtime.device, runtime.dtype)
 
     def _encode(self, audio: list[np.ndarray]) -> torch.Tensor:
-        return self.models.main.get_encoder()(self._features(audio)).last_hidden_state
+        return encode(self.models.main, self._features(audio))
 
     def _probe(
         self, encoded: torch.Tensor, languages: list[str | None] | None = None
