@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -88,6 +89,20 @@ def _malloc_trim():
         return None
 
 
+# oneDNN's caches of compiled kernels, keyed by shape, at their default 1,024 entries each kept growing through an
+# hour of audio in bfloat16 (the decoder meets new shapes: rows x positions verified): +80-120 MB of heap in use by
+# the end (bench/bench_memory.py). 128 primitives hold what the batches cycle through (measured no slower: a job
+# 134-137 s either way); ideep's own cache of 1 leaves reuse to oneDNN's (0 crashes ideep).
+KERNEL_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "128", "LRU_CACHE_CAPACITY": "1"}
+
+
+def bound_kernel_caches() -> None:
+    """Bound oneDNN's kernel caches (``KERNEL_CACHES``); a value the user set wins. oneDNN reads them when it
+    makes its first kernel, so this runs before any model does (``pick_runtime``)."""
+    for name, value in KERNEL_CACHES.items():
+        os.environ.setdefault(name, value)
+
+
 def return_freed_memory() -> None:
     """Give the heap's free pages back to the system (glibc's ``malloc_trim``), after each batch.
 
@@ -117,6 +132,7 @@ def pick_runtime(device: str = "auto", compute_type: str = "auto") -> Runtime:
     """``auto`` device: CUDA when a GPU is there, else the CPU. ``auto`` compute type: ``auto_compute_type``."""
     import torch
 
+    bound_kernel_caches()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
