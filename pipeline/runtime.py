@@ -104,12 +104,14 @@ def bound_kernel_caches() -> None:
 
 
 def return_freed_memory() -> None:
-    """Give the heap's free pages back to the system (glibc's ``malloc_trim``), after each batch.
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``): after each step of a batch
+    (encoder, decoding, scoring) and after the batch.
 
-    A batch allocates tensors whose sizes change from batch to batch (the scoring pass's logits are
-    ``[rows, tokens, 51865]`` floats, ~80 MB); glibc raises its mmap threshold as large blocks are freed, so
-    later ones come from the heap, which fragments and only grows: a 60-minute episode in bfloat16 peaked
-    at 1.6x the memory of a 3-minute one (bench/bench_memory.py). Trimming costs a few ms a batch."""
+    The steps allocate tensors of changing sizes (the encoder's activations, the cross-attention keys, the
+    scoring pass's logits); glibc keeps freed pages and raises its mmap threshold as large blocks are freed,
+    so the steps' peaks stacked, and an hour of audio, which meets more batches, met a worse one: a 60-minute
+    episode in bfloat16 peaked at 1.6x a 3-minute one (bench/bench_memory.py; docs/ARCHITECTURE.md). A trim
+    costs a few ms."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
