@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -86,6 +87,32 @@ def test_changed_configuration_is_refused_unless_restarted(archive, reference, c
     assert code == 0 and "already done: 1" in stdout
     code, stdout, stderr = finish(start(out, archive[2:], cache_dir, None, "--language", "en", "--restart"))
     assert code == 0 and "done: 1, failed: 0, already done: 0" in stdout
+
+
+def test_a_file_read_ahead_whose_batch_does_not_form_is_read_again_for_its_own_run(english_human, cache_dir, tmp_path):
+    """Four one-piece files at --batch-size 2: the second pair is read while the first decodes. One of that
+    pair announces 3 s but holds no audio, so no batch across files forms and the other one decodes alone:
+    from a fresh read, not the read-ahead the failed batch used up (that made it a failed row, "decodes to no
+    audio samples"). It ends as a batch-1 run ends; the empty file is a failed row that says why."""
+    clips = sorted((c for c in english_human if 4 < c.duration_s < 20), key=lambda c: -c.duration_s)[:3]
+    empty = tmp_path / "announces 3 s.wav"  # a WAV header for 3 s of 16 kHz 16-bit mono, and no samples
+    size = 3 * 16000 * 2
+    fmt = struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16)
+    empty.write_bytes(b"RIFF" + struct.pack("<I", 36 + size) + b"WAVEfmt " + fmt + b"data" + struct.pack("<I", size))
+    inputs = [c.path for c in clips] + [empty]
+    args = ["--model", "tiny.en", "--language", "en", "-q"]
+    alone, grouped = tmp_path / "alone", tmp_path / "grouped"
+    code, _, stderr = finish(start(alone, inputs[:3], cache_dir, None, "--batch-size", "1", args=args))
+    assert code == 0, stderr
+    trace = tmp_path / "grouped.txt"
+    code, stdout, stderr = finish(start(grouped, inputs, cache_dir, trace, "--batch-size", "2", args=args))
+    assert "done: 3, failed: 1" in stdout, stdout + stderr
+    events = [line.split()[:2] for line in lines(trace, claims=True, reads=True)]
+    third = [i for i, (event, _) in enumerate(events) if event == "claimed"][2]
+    assert ["read", events[third][1]] in events[:third], f"the third file was not read ahead: {events}"
+    assert _transcripts(grouped) == _transcripts(alone)
+    failed = [r for r in tables(grouped)["files"] if r["status"] == "failed"]
+    assert len(failed) == 1 and "no audio samples" in failed[0]["error"], failed
 
 
 def test_failed_inputs_are_kept_retried_on_request_and_redone_when_fixed(archive, cache_dir, tmp_path):
