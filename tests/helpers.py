@@ -23,6 +23,15 @@ def with_assistant(models: Models, assistant, name: str) -> Models:
     return Models(models.main, models.processor, assistant, models.main_ref, name, models.runtime)
 
 
+def int8_copy(models: Models) -> Models:
+    """The same model in the int8 compute type (its own copy: the float one stays as it is)."""
+    from pipeline.models.int8 import quantize_linears
+    from pipeline.runtime import pick_runtime
+
+    main = quantize_linears(copy.deepcopy(models.main))
+    return Models(main, models.processor, None, models.main_ref, None, pick_runtime("cpu", "int8"))
+
+
 def perturbed_draft(main, seed: int, scale: float = 0.02):
     """A decoder-only draft that mostly agrees with the main model but not always."""
     from pipeline.models.load import decoder_only_assistant

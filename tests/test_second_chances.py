@@ -10,14 +10,17 @@ fails without the second chance, so it cannot pass by the failure going away.
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 
 import numpy as np
 import pyarrow.dataset as ds
 import pytest
+import torch
 
-from helpers import with_assistant, write_wav
+from helpers import int8_copy, with_assistant, write_wav
 from pipeline import audio
-from pipeline.decode import DecodeOptions, Transcriber
+from pipeline.decode import DecodeOptions, Transcriber, recover, reference
+from pipeline.decode.generate import encode
 from pipeline.models.load import quantized_self_draft
 from pipeline.runner import JobOptions, run
 from pipeline.status import job_status
@@ -139,3 +142,39 @@ def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
             assert [(g.start_s, g.end_s, g.text) for g in p.segments] == [
                 (g.start_s, g.end_s, g.text) for g in s.segments
             ]
+
+
+def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_en_models, noisy_loop, monkeypatch):
+    """The fallback's beam search (one piece, 5 beams) keeps one row of cross-attention keys and values for all
+    its beams — transformers' own keeps one per beam and copies them all at every step — and gives transformers'
+    own tokens: in int8, where the beams' rows are the same bits by construction, and in float32."""
+    samples = noisy_loop[0]  # 28 s of speech under noise: the piece the fallback of tiny.en runs on
+    stored: list[int] = []  # rows of cross-attention keys held, per decoder call
+
+    def rows_stored(module, args, kwargs, output):
+        keys = kwargs.get("cache", kwargs.get("past_key_values")).cross_attention_cache.layers[0].keys
+        stored.append(keys.untyped_storage().nbytes() // (keys[0].numel() * keys.element_size()))
+
+    for models in (tiny_en_models, int8_copy(tiny_en_models)):
+        model = models.main
+        with torch.inference_mode():
+            features = Transcriber(models)._features([samples])
+            encoded = encode(model, features)
+        handle = model.get_decoder().register_forward_hook(rows_stored, with_kwargs=True)
+        try:
+            runs = {}
+            for name in ("shared", "transformers'"):
+                stored.clear()
+                (runs[name],) = reference.hf_generate(
+                    model, features, ["en"], True, None, encoded, num_beams=5, max_new_tokens=recover.MAX_NEW_TOKENS
+                )
+                runs[name + " rows"] = set(stored)
+                monkeypatch.setattr(reference, "beams_share_one_source", lambda model: nullcontext())
+            monkeypatch.undo()
+        finally:
+            handle.remove()
+        assert runs["shared rows"] == {1} and runs["transformers' rows"] == {5}
+        assert len(runs["shared"][0]) > 50  # a search of many steps, each reordering the beams
+        assert runs["shared"][0] == runs["transformers'"][0], models.runtime.describe()
+        spans = {k: [(float(g["start"]), float(g["end"])) for g in runs[k][1]] for k in ("shared", "transformers'")}
+        assert spans["shared"] == spans["transformers'"]

@@ -18,7 +18,7 @@ from transformers.generation.logits_process import (
     WhisperTimeStampLogitsProcessor,
 )
 
-from helpers import perturbed_draft, tiny_random_models, with_assistant
+from helpers import int8_copy, perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode.generate import Generator, encode, log_mel
 from pipeline.decode.kv_cache import KVCacheDecoder
@@ -236,12 +236,6 @@ def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_models, piec
     assert max(generated) >= 440, "expected rows that run to the limit"
 
 
-def _int8(models: Models) -> Models:
-    """The same model in the int8 compute type (its own copy: the float one stays as it is)."""
-    main = quantize_linears(copy.deepcopy(models.main))
-    return Models(main, models.processor, None, models.main_ref, None, pick_runtime("cpu", "int8"))
-
-
 @pytest.mark.parametrize("timestamps", [True, False])
 def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_models, pieces):
     """Compute type int8: the int8 model's greedy tokens (its own, decoded alone at batch 1) at every batch size
@@ -254,7 +248,7 @@ def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_m
         ("decoder-only", quantize_linears(perturbed_draft(tiny.main, 7))),
         ("seq2seq", quantize_linears(tiny_random_models(base_models, 107, d_model=32).main)),
     ]
-    int8 = _int8(tiny)
+    int8 = int8_copy(tiny)
     features = _features(int8, pieces)
     reference = [(g.tokens, g.segments, None) for g in _ours(int8, features, timestamps, 1)]
     _check(int8, features, reference, timestamps, "int8 alone", sizes=(3, 8))
@@ -289,7 +283,7 @@ def test_weight_only_int8_main_model_speculative_or_not_at_any_batch_size(base_m
 def test_base_int8_with_its_self_draft(base_models, pieces):
     """Real weights: base in int8 gives the same tokens alone at batch 1 and 8 and with the self-int8 draft, and
     its text is close to float32's (the WER on every clip is bench/bench_transcribe.py's)."""
-    int8 = _int8(base_models)
+    int8 = int8_copy(base_models)
     features = _features(int8, pieces)
     reference = [(g.tokens, g.segments, None) for g in _ours(int8, features, True, 1)]
     _check(int8, features, reference, True, "base int8 alone", sizes=(8,))
