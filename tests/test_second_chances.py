@@ -145,11 +145,13 @@ def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
 
 
 def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_en_models, noisy_loop, monkeypatch):
-    """The fallback's beam search (one piece, 5 beams) keeps one row of cross-attention keys and values for all
-    its beams — transformers' own keeps one per beam and copies them all at every step — and gives transformers'
-    own tokens: in int8, where the beams' rows are the same bits by construction, and in float32."""
+    """The fallback's beam search (one piece, 5 beams) projects and keeps one row of cross-attention keys and
+    values for all its beams — transformers' own does it per beam and copies them all at every step — and gives
+    transformers' own tokens: in int8, where a row's projection is the same bits at any height by construction,
+    and in float32."""
     samples = noisy_loop[0]  # 28 s of speech under noise: the piece the fallback of tiny.en runs on
     stored: list[int] = []  # rows of cross-attention keys held, per decoder call
+    projected: list[int] = []  # rows of encoder states projected to cross-attention keys
 
     def rows_stored(module, args, kwargs, output):
         keys = kwargs.get("cache", kwargs.get("past_key_values")).cross_attention_cache.layers[0].keys
@@ -160,20 +162,27 @@ def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_e
         with torch.inference_mode():
             features = Transcriber(models)._features([samples])
             encoded = encode(model, features)
-        handle = model.get_decoder().register_forward_hook(rows_stored, with_kwargs=True)
+        handles = [
+            model.get_decoder().register_forward_hook(rows_stored, with_kwargs=True),
+            model.get_decoder()
+            .layers[0]
+            .encoder_attn.k_proj.register_forward_hook(lambda module, args, output: projected.append(args[0].shape[0])),
+        ]
         try:
             runs = {}
             for name in ("shared", "transformers'"):
-                stored.clear()
+                stored.clear(), projected.clear()
                 (runs[name],) = reference.hf_generate(
                     model, features, ["en"], True, None, encoded, num_beams=5, max_new_tokens=recover.MAX_NEW_TOKENS
                 )
-                runs[name + " rows"] = set(stored)
+                runs[name + " rows"] = set(stored), projected[:]
                 monkeypatch.setattr(reference, "beams_share_one_source", lambda model: nullcontext())
             monkeypatch.undo()
         finally:
-            handle.remove()
-        assert runs["shared rows"] == {1} and runs["transformers' rows"] == {5}
+            for handle in handles:
+                handle.remove()
+        assert runs["shared rows"][0] == {1} and runs["transformers' rows"][0] == {5}  # held
+        assert set(runs["shared rows"][1]) == {1} and set(runs["transformers' rows"][1]) == {5}  # projected
         assert len(runs["shared"][0]) > 50  # a search of many steps, each reordering the beams
         assert runs["shared"][0] == runs["transformers'"][0], models.runtime.describe()
         spans = {k: [(float(g["start"]), float(g["end"])) for g in runs[k][1]] for k in ("shared", "transformers'")}

@@ -71,16 +71,18 @@ def reuse_encoder(model, features: torch.Tensor, encoded: torch.Tensor):
 def beams_share_one_source(model):
     """Beam search over one piece: its beams attend to one copy of the piece's cross-attention keys and values.
 
-    transformers' beam search repeats the encoder output per beam, caches the cross-attention keys and values of
-    every beam, and reorders (copies) all of them at every step, though the beams of one piece hold the same
-    rows. For ``base`` in float32 (and int8, whose activations are float32) at 5 beams that is 184 MB held and
-    copied at every step — a third of a fallback's time on a CPU, and the peak of a batch that falls back; for
-    large-v3 in float16, 1.2 GB. Here the decoder's cache keeps the first beam's rows and gives every beam a
-    view of them, and the reorder leaves them alone (only the self-attention cache follows the beams).
+    transformers' beam search repeats the encoder output per beam, projects and caches cross-attention keys and
+    values for every beam, and reorders (copies) all of them at every step, though the beams of one piece hold
+    the same rows. For ``base`` in float32 (and int8, whose activations are float32) at 5 beams that is 184 MB
+    held and copied at every step — a third of a fallback's time on a CPU, and the memory peak of a batch that
+    falls back; for large-v3 in float16, 1.2 GB. Here, at the first decoder call, each layer projects the piece's
+    encoder states once (the first row: every beam's row is the same piece) and caches that one row; every beam
+    gets a view of it, and the reorder leaves it alone (only the self-attention cache follows the beams).
 
-    The tokens are transformers' own whenever the beams' rows are the same bits: always in int8 (each row is
-    quantized on its own, ``models/int8.py``; tested), and in the float types wherever the matrix product gives
-    equal rows for equal inputs. Only for a batch of one piece: rows of other pieces differ.
+    The tokens are transformers' own whenever a row's projection does not depend on the rows beside it: always
+    in int8 (each row is quantized on its own, ``models/int8.py``), and in the float types wherever the matrix
+    product computes a row the same way at any height (tested in float32 and int8; bfloat16 measured). Only for
+    a batch of one piece: rows of other pieces differ.
     """
     shared: list[EncoderDecoderCache] = []
 
@@ -97,6 +99,16 @@ def beams_share_one_source(model):
             return layer.keys, layer.values
 
         cross.update = update
+        states = kwargs.get("encoder_hidden_states")  # [beams, frames, width], the piece's repeated per beam
+        if states is not None and hasattr(cache, "is_updated") and not any(cache.is_updated.values()):
+            beams = states.shape[0]
+            for idx, layer in enumerate(module.layers):
+                attn = layer.encoder_attn
+                heads = (1, -1, attn.num_heads, attn.head_dim)
+                keys = attn.k_proj(states[:1]).view(heads).transpose(1, 2).contiguous()
+                values = attn.v_proj(states[:1]).view(heads).transpose(1, 2).contiguous()
+                update(keys.expand(beams, -1, -1, -1), values.expand(beams, -1, -1, -1), idx)
+                cache.is_updated[idx] = True
         cache.reorder_cache = cache.self_attention_cache.reorder_cache
         shared.append(cache)
 
