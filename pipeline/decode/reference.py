@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import contextmanager, nullcontext
 
 import torch
-from transformers.cache_utils import EncoderDecoderCache
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import BaseModelOutput
 
 from ..whisper import Tokens
@@ -67,6 +67,21 @@ def reuse_encoder(model, features: torch.Tensor, encoded: torch.Tensor):
         del encoder.forward
 
 
+class _OneRowCrossCache(DynamicCache):
+    """The cross-attention cache of one piece's beams: one row stored, every beam given a view of it."""
+
+    def update(self, keys, values, layer_idx, *args, **kwargs):
+        one_keys, one_values = super().update(keys[:1], values[:1], layer_idx, *args, **kwargs)
+        layer = self.layers[layer_idx]
+        layer.keys, layer.values = one_keys.expand_as(keys), one_values.expand_as(values)
+        return layer.keys, layer.values
+
+
+class _OneSourceCache(EncoderDecoderCache):
+    def reorder_cache(self, beam_idx):
+        self.self_attention_cache.reorder_cache(beam_idx)  # the cross-attention row is every beam's
+
+
 @contextmanager
 def beams_share_one_source(model):
     """Beam search over one piece: its beams attend to one copy of the piece's cross-attention keys and values.
@@ -84,41 +99,29 @@ def beams_share_one_source(model):
     product computes a row the same way at any height (tested in float32 and int8; bfloat16 measured). Only for
     a batch of one piece: rows of other pieces differ.
     """
-    shared: list[EncoderDecoderCache] = []
 
-    def share(module, args, kwargs):
+    def share(decoder, args, kwargs):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        if not isinstance(cache, EncoderDecoderCache) or any(cache is c for c in shared):
-            return
-        cross, plain_update = cache.cross_attention_cache, cache.cross_attention_cache.update
-
-        def update(keys, values, layer_idx, *more, **named):
-            one_keys, one_values = plain_update(keys[:1], values[:1], layer_idx, *more, **named)
-            layer = cross.layers[layer_idx]
-            layer.keys, layer.values = one_keys.expand_as(keys), one_values.expand_as(values)
-            return layer.keys, layer.values
-
-        cross.update = update
+        if type(cache) is not EncoderDecoderCache or type(cache.cross_attention_cache) is not DynamicCache:
+            return  # another kind of cache, or this one is shared already
+        cache.__class__, cache.cross_attention_cache.__class__ = _OneSourceCache, _OneRowCrossCache
         states = kwargs.get("encoder_hidden_states")  # [beams, frames, width], the piece's repeated per beam
-        if states is not None and hasattr(cache, "is_updated") and not any(cache.is_updated.values()):
-            beams = states.shape[0]
-            for idx, layer in enumerate(module.layers):
-                attn = layer.encoder_attn
-                heads = (1, -1, attn.num_heads, attn.head_dim)
-                keys = attn.k_proj(states[:1]).view(heads).transpose(1, 2).contiguous()
-                values = attn.v_proj(states[:1]).view(heads).transpose(1, 2).contiguous()
-                update(keys.expand(beams, -1, -1, -1), values.expand(beams, -1, -1, -1), idx)
-                cache.is_updated[idx] = True
-        cache.reorder_cache = cache.self_attention_cache.reorder_cache
-        shared.append(cache)
+        if states is None or not hasattr(cache, "is_updated") or any(cache.is_updated.values()):
+            return  # the layers project all beams' rows (and the cache keeps one) as transformers' code does
+        beams = states.shape[0]
+        for idx, layer in enumerate(decoder.layers):
+            attn = layer.encoder_attn
+            heads = (1, -1, attn.num_heads, attn.head_dim)
+            keys = attn.k_proj(states[:1]).view(heads).transpose(1, 2).contiguous()
+            values = attn.v_proj(states[:1]).view(heads).transpose(1, 2).contiguous()
+            cache.cross_attention_cache.update(keys.expand(beams, -1, -1, -1), values.expand(beams, -1, -1, -1), idx)
+            cache.is_updated[idx] = True
 
     handle = model.get_decoder().register_forward_pre_hook(share, with_kwargs=True)
     try:
         yield
     finally:
         handle.remove()
-        for cache in shared:  # the patches refer to their cache: taken off, it is freed now, not by a later gc
-            del cache.cross_attention_cache.update, cache.reorder_cache
 
 
 def generate_kwargs(
