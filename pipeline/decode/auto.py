@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .generate import Generator
+from .kv_cache import CrossKV
 
 log = logging.getLogger("podscribe")
 
@@ -53,6 +54,7 @@ def calibrate(
     assistant: str | None,
     draft_features=None,
     margin: float = 0.05,
+    cross: CrossKV | None = None,
 ) -> Choice:
     """Time each mode on these pieces (already through the encoder); the fastest identical mode wins."""
 
@@ -61,7 +63,11 @@ def calibrate(
         for i in range(0, features.shape[0], size):
             part = slice(i, i + size)
             generator.generate(
-                features[part], prompts[part], encoded[part], None if draft_features is None else draft_features[part]
+                features[part],
+                prompts[part],
+                encoded[part],
+                None if draft_features is None else draft_features[part],
+                None if cross is None else cross.rows(part),
             )
         return time.perf_counter() - start
 

@@ -2,12 +2,16 @@
 
 Three steps read Whisper through it — scoring (average log-probability, transcriber.py), word timings
 (cross-attention of the text, timing.py) and language detection / no-speech probability (the first step
-after <|startoftranscript|>) — so rows are padded and fed one way everywhere.
+after <|startoftranscript|>) — so rows are padded and fed one way everywhere. Given the batch's
+``CrossKV`` (kv_cache.py), the pass reads those cross-attention keys/values instead of projecting its own.
 """
 
 from __future__ import annotations
 
 import torch
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+from .kv_cache import CrossKV
 
 
 def padded(rows: list[list[int]], pad: int, device) -> torch.Tensor:
@@ -17,13 +21,27 @@ def padded(rows: list[list[int]], pad: int, device) -> torch.Tensor:
     return torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
 
 
-def forced_hidden(model, encoded: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def cache_of(cross: CrossKV) -> EncoderDecoderCache:
+    """transformers' cache holding ``cross`` as every layer's cross-attention keys/values, already projected
+    (``is_updated``): its layers read them as they are, no copy, and project nothing."""
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    for idx, (keys, values) in enumerate(zip(cross.keys, cross.values)):
+        cache.cross_attention_cache.update(keys[:, :, :0], values[:, :, :0], idx)  # creates the layer
+        layer = cache.cross_attention_cache.layers[idx]
+        layer.keys, layer.values = keys, values
+        cache.is_updated[idx] = True
+    return cache
+
+
+def forced_hidden(model, encoded: torch.Tensor, ids: torch.Tensor, cross: CrossKV | None = None) -> torch.Tensor:
     """The decoder's last hidden states [B, T, D] for ``ids`` [B, T] over ``encoded``: a row's logits are
     ``row_logits(model, hidden[b, ...])`` of the positions it needs. Made a row at a time because the whole
     batch's logits at once, [B, T, 51865] floats and the softmax's copy, were a batch's peak memory (~0.5 GB
     for four long rows): an hour-long episode, which meets such a batch sooner or later, peaked far above a
     3-minute one."""
-    return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded).last_hidden_state
+    if cross is None:
+        return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded).last_hidden_state
+    return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded, cache=cache_of(cross)).last_hidden_state
 
 
 def row_logits(model, hidden: torch.Tensor) -> torch.Tensor:
@@ -31,13 +49,15 @@ def row_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     return model.proj_out(hidden).float()
 
 
-def forced_logits(model, encoded: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def forced_logits(model, encoded: torch.Tensor, ids: torch.Tensor, cross: CrossKV | None = None) -> torch.Tensor:
     """Logits [B, T, V] of ``model``'s decoder fed ``ids`` [B, T] over ``encoded``: position t scores the
     token after ids[:, t]. For short rows (the first step); long ones go through ``forced_hidden``."""
-    return model.proj_out(forced_hidden(model, encoded, ids))
+    return model.proj_out(forced_hidden(model, encoded, ids, cross))
 
 
-def first_step_logits(model, encoded: torch.Tensor, sot: int, context: list[int] = ()) -> torch.Tensor:
+def first_step_logits(
+    model, encoded: torch.Tensor, sot: int, context: list[int] = (), cross: CrossKV | None = None
+) -> torch.Tensor:
     """The decoder's logits at <|startoftranscript|> ([rows, vocab], float32), after ``context`` if any."""
     ids = padded([[*context, sot]] * encoded.shape[0], sot, encoded.device)
-    return forced_logits(model, encoded, ids)[:, -1].float()
+    return forced_logits(model, encoded, ids, cross)[:, -1].float()

@@ -34,7 +34,7 @@ from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneratio
 from ..models.load import Models
 from ..records import DecodeStats
 from ..whisper import ENCODER_STRIDE, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
-from .kv_cache import KVCacheDecoder
+from .kv_cache import CrossKV, KVCacheDecoder
 from .rules import WhisperRules
 from .speculative import DraftPolicy, greedy
 
@@ -174,8 +174,10 @@ class Generator:
         prompts: list[list[int]],
         encoded: torch.Tensor | None = None,
         draft_features: torch.Tensor | None = None,
+        cross: CrossKV | None = None,
     ) -> list[Generated]:
-        """Decode rows of 3000-frame features. ``encoded``: the main encoder's output for them, if at hand."""
+        """Decode rows of 3000-frame features. ``encoded``: the main encoder's output for them, if at hand;
+        ``cross``: the main model's cross-attention keys/values over it (the first pass reads them)."""
         rows = features.shape[0]
         out = [Generated([], []) for _ in range(rows)]
         seek = [0] * rows
@@ -190,7 +192,7 @@ class Generator:
             limit = min(self.max_length + npass * grow, self.max_positions)
             feats = self._window(features, pending, seek)
             enc = encoded if first and encoded is not None else encode(self.models.main, feats)
-            self.main.start(enc, limit + self.policy.max_draft + 2)
+            self.main.start(enc, limit + self.policy.max_draft + 2, cross if first and encoded is not None else None)
             if self.draft is not None:
                 self.draft.start(
                     self._draft_encoded(feats, draft_features, pending, seek, enc), limit + self.policy.max_draft + 2

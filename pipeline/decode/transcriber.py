@@ -47,6 +47,7 @@ from ..timing import word_timings
 from . import auto, recover
 from .forced import first_step_logits, forced_hidden, padded, row_logits
 from .generate import Generated, Generator, encode, log_mel
+from .kv_cache import CrossKV
 from .options import DecodeOptions
 from .rules import RuleState
 
@@ -143,19 +144,23 @@ class Transcriber:
     def _decode(self, audio: list[np.ndarray], results: list[PieceResult], languages: list[str | None]) -> None:
         # The heap's free pages go back after each step (``return_freed_memory``): the steps allocate tensors of
         # different sizes, and glibc would keep each step's freed pages, so the steps' peaks would stack.
+        # The main model's cross-attention keys/values are projected once here and read by the probe, the
+        # decoding loop and the scoring pass (and a fallback's scoring): each projected its own before.
         features = self._features(audio)
         encoded = encode(self.models.main, features)
+        cross = CrossKV.project(self.models.main, encoded)
         return_freed_memory()
-        no_speech, languages = self._probe(encoded, languages)
+        no_speech, languages = self._probe(encoded, languages, cross)
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
-        generated = self._generate(features, encoded, languages, audio, results)
+        generated = self._generate(features, encoded, languages, audio, results, cross)
         return_freed_memory()
-        self._score(encoded, languages, generated, results)
+        self._score(encoded, languages, generated, results, cross)
         return_freed_memory()
         for r, g in zip(results, generated):
             r.compression_ratio = self._compression(g.tokens)
-        self._fallback(features, encoded, languages, generated, audio, results)
+        self._fallback(features, encoded, languages, generated, audio, results, cross)
+        del cross
         found: list[list[RawSegment]] = []
         for r, g, a in zip(results, generated, audio):
             r.tokens = g.tokens
@@ -182,7 +187,7 @@ class Transcriber:
         text = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
         return len(text) / max(1, len(zlib.compress(text))) if text else 0.0
 
-    def _fallback(self, features, encoded, languages, generated: list[Generated], audio, results) -> None:
+    def _fallback(self, features, encoded, languages, generated: list[Generated], audio, results, cross) -> None:
         """Pieces failing Whisper's checks (and not silence) are decoded again — beam search, then seeded
         sampling at rising temperatures — by the main model alone, one at a time (the result does not
         depend on the batch), until one passes; the best by Whisper's rule is kept (``recover.better``)."""
@@ -199,7 +204,7 @@ class Transcriber:
             for label, beams, temperature in recover.fallbacks(o.fallback_beams):
                 again = self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
                 trial = PieceResult()
-                self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial])
+                self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial], cross.rows(slice(i, i + 1)))
                 candidate = recover.Candidate(trial.avg_logprob, self._compression(again.tokens))
                 keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
                 r.redecodes.append(
@@ -350,7 +355,7 @@ class Transcriber:
         return encode(self.models.main, self._features(audio))
 
     def _probe(
-        self, encoded: torch.Tensor, languages: list[str | None] | None = None
+        self, encoded: torch.Tensor, languages: list[str | None] | None = None, cross: CrossKV | None = None
     ) -> tuple[list[float], list[str | None]]:
         """One decoder step on <|startoftranscript|>: no-speech probability and, for rows without a
         language (``languages``, else the options'), the detected one.
@@ -360,7 +365,7 @@ class Transcriber:
         two short steps then, the second only when a language is to be detected."""
         n = encoded.shape[0]
         wanted = [lang or self.options.language for lang in (languages or [None] * n)]
-        logits = first_step_logits(self.models.main, encoded, self.tokens.sot, self.context)
+        logits = first_step_logits(self.models.main, encoded, self.tokens.sot, self.context, cross)
         no_speech = (
             logits.softmax(-1)[:, self.tokens.no_speech].tolist() if self.tokens.no_speech is not None else [0.0] * n
         )
@@ -369,13 +374,13 @@ class Transcriber:
         if all(wanted):
             return no_speech, [_language_code(lang, self.tokens.language_ids) for lang in wanted]
         if self.context:
-            logits = first_step_logits(self.models.main, encoded, self.tokens.sot)
+            logits = first_step_logits(self.models.main, encoded, self.tokens.sot, cross=cross)
         detected = most_likely_languages(logits, self.allowed_languages)
         return no_speech, [
             _language_code(lang, self.tokens.language_ids) if lang else d for lang, d in zip(wanted, detected)
         ]
 
-    def _generate(self, features, encoded, languages, audio, results) -> list[Generated]:
+    def _generate(self, features, encoded, languages, audio, results, cross: CrossKV) -> list[Generated]:
         """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
         prompts = [self._prompt(lang) for lang in languages]
         draft_features = self.speculative.draft_features(audio) if self.speculative is not None else None
@@ -389,6 +394,7 @@ class Transcriber:
                 self.options.batch_size,
                 self.models.assistant_name,
                 draft_features,
+                cross=cross,
             )
         generator = self.speculative if self.choice.speculative else self.plain
         size = self.choice.batch_size
@@ -396,7 +402,11 @@ class Transcriber:
         for i in range(0, len(prompts), size):
             part = slice(i, i + size)
             generated += generator.generate(
-                features[part], prompts[part], encoded[part], None if draft_features is None else draft_features[part]
+                features[part],
+                prompts[part],
+                encoded[part],
+                None if draft_features is None else draft_features[part],
+                cross.rows(part),
             )
         for r, g in zip(results, generated):
             r.stats = replace(g.stats)
@@ -407,7 +417,7 @@ class Transcriber:
         """How pieces are decoded (for the manifest): plain or speculative, batch size, auto's measurements."""
         return self.choice.describe() if self.choice is not None else "auto (not calibrated yet)"
 
-    def _score(self, encoded, languages, generated: list[Generated], results) -> None:
+    def _score(self, encoded, languages, generated: list[Generated], results, cross: CrossKV | None = None) -> None:
         """Average log-probability of each sequence (with its end-of-text), one teacher-forced pass.
 
         Each token is scored as the decoder chose it: log-softmax of the logits after Whisper's rules
@@ -421,7 +431,7 @@ class Transcriber:
         limit = self.models.main.config.max_target_positions + 1  # a second pass can make a row longer
         rows = [(p + g.tokens + [self.tokens.eot])[:limit] for p, g in zip(prompts, generated)]
         ids = padded(rows, self.tokens.eot, encoded.device)
-        hidden = forced_hidden(self.models.main, encoded, ids[:, :-1])
+        hidden = forced_hidden(self.models.main, encoded, ids[:, :-1], cross)
         rules = self.plain.rules
         for b, (r, p, row, g) in enumerate(zip(results, prompts, rows, generated)):
             n = len(row) - len(p)  # tokens scored: the sequence and its end-of-text, as far as the row holds them
