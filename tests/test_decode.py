@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import perturbed_draft, tiny_random_models, with_assistant
+from helpers import int8_copy, perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.models.load import quantized_self_draft
@@ -52,6 +52,58 @@ def test_real_base_with_int8_self_draft_is_token_identical(base_models, base_sel
         assert r.stats.main_calls < len(r.tokens) / 2, "a good draft should save most main calls"
         assert [s.text for s in r.segments] == [s.text for s in p.segments]
         assert [s.words for s in r.segments] == [s.words for s in p.segments]  # timings come from the main model
+
+
+def _projecting(models, pieces) -> tuple[list, int, list]:
+    """Each piece's (tokens, avg log-prob, no-speech probability), the rows of encoder states projected to
+    cross-attention keys (layer 0) and the runs the decoding loop read the cross-attention rows in."""
+    from pipeline.decode import kv_cache
+
+    projected, runs, real_runs = [], [], kv_cache._runs
+    hook = (
+        models.main.get_decoder()
+        .layers[0]
+        .encoder_attn.k_proj.register_forward_hook(lambda module, args, output: projected.append(args[0].shape[0]))
+    )
+    kv_cache._runs = lambda rows: runs.append(real_runs(rows)) or runs[-1]
+    try:
+        options = DecodeOptions(language="en", batch_size=4, **FIRST_PASS)
+        results = Transcriber(models, options).transcribe(pieces)
+    finally:
+        hook.remove()
+        kv_cache._runs = real_runs
+    later = sum(r.stats.passes - 1 for r in results)  # a later pass encodes (and projects) its own window
+    return [(r.tokens, r.avg_logprob, r.no_speech_prob) for r in results], sum(projected) - later, runs
+
+
+def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(tiny_en_models, speech_pieces, monkeypatch):
+    """The no-speech probe, the decoding loop and the scoring pass read one projection of the batch's
+    cross-attention keys/values (each projected its own: three times the rows). The same bits either way —
+    tokens, average log-probability, no-speech probability — also after a row in the middle of the batch has
+    finished and the rows left read the shared rows in separate runs (their own rows: int8's batch equals
+    each piece decoded alone)."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    from pipeline.decode import forced, kv_cache
+
+    # a short piece between long ones: it finishes first, so the rows left are 0, 2, 3 of the shared rows
+    pieces = [speech_pieces[0], speech_pieces[1][: 3 * audio.SAMPLE_RATE], *speech_pieces[2:4]]
+    start = kv_cache.KVCacheDecoder.start
+    for models in (tiny_en_models, int8_copy(tiny_en_models)):
+        shared, shared_rows, runs = _projecting(models, pieces)
+        with monkeypatch.context() as m:  # each pass projects its own, as before: transformers' forward, the loop
+            m.setattr(forced, "cache_of", lambda cross: EncoderDecoderCache(DynamicCache(), DynamicCache()))
+            m.setattr(kv_cache.KVCacheDecoder, "start", lambda self, e, n, cross=None: start(self, e, n))
+            own, own_rows, _ = _projecting(models, pieces)
+        assert shared == own, models.runtime.describe()
+        assert all(len(tokens) > 5 for tokens, _, _ in shared)
+        assert shared_rows == len(pieces)
+        assert own_rows == len(pieces) + 3 * len(pieces)  # the batch's projection (unread) and each pass's own
+        assert any(r is not None and len(r) > 1 for r in runs), "no row left the batch from its middle"
+    # the rows left read their own shared rows: in int8 (row-exact) the batch's bits are each piece's alone
+    int8 = int8_copy(tiny_en_models)
+    batch, _, _ = _projecting(int8, pieces)
+    assert batch == [_projecting(int8, [piece])[0][0] for piece in pieces]
 
 
 def test_language_is_detected_when_not_given(base_models, clips):
