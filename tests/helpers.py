@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 import torch
 
 from pipeline import audio
-from pipeline.models.load import Models
+from pipeline.models.load import Models, contiguous_encoder_stream
 from pipeline.models.registry import ResolvedModel
 
 
@@ -66,7 +66,7 @@ def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 
         eos_token_id=base.main.config.eos_token_id,
         bos_token_id=base.main.config.bos_token_id,
     )
-    model = WhisperForConditionalGeneration(config).eval()
+    model = contiguous_encoder_stream(WhisperForConditionalGeneration(config).eval())
     model.generation_config = copy.deepcopy(base.main.generation_config)
     model.generation_config.alignment_heads = [[layers - 1, 0]]
     ref = ResolvedModel(f"random-{seed}", f"random-{seed}", f"random-{seed}")

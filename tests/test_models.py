@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 
@@ -133,6 +134,37 @@ def test_conversion_source_is_recorded(base_models):
 
 
 # -- compute type int8 -------------------------------------------------------------------------------
+
+
+def test_the_encoders_residual_stream_is_contiguous_and_gives_the_same_bits(tiny_en_models, english_human):
+    """Loaded models feed their encoder layers a contiguous stream (transformers' is a transposed view all the
+    way through, which made every residual add strided); the encoder output is bit-identical to transformers'
+    own, in float32 and in int8."""
+    from pipeline.decode.generate import encode, log_mel
+    from pipeline.models.int8 import quantize_linears
+
+    samples = [audio.decode(c.path) for c in english_human[:2]]
+    features = log_mel(tiny_en_models.processor.feature_extractor, samples, "cpu", torch.float32)
+    seen: list[bool] = []
+
+    def record(layer, args, kwargs):
+        seen.append((args or [kwargs.get("hidden_states")])[0].is_contiguous())
+
+    for model in (tiny_en_models.main, quantize_linears(copy.deepcopy(tiny_en_models.main))):
+        theirs = copy.deepcopy(model)
+        theirs.get_encoder().layers[0]._forward_pre_hooks.clear()  # transformers' own stream
+        layers = model.get_encoder().layers
+        seen.clear()
+        hooks = [layer.register_forward_pre_hook(record, with_kwargs=True) for layer in layers]
+        try:
+            with torch.inference_mode():
+                ours = encode(model, features)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        assert seen == [True] * (len(samples) * len(layers))  # a row at a time on the CPU
+        with torch.inference_mode():
+            assert torch.equal(ours, encode(theirs, features))
 
 
 def test_int8_linear_rows_do_not_depend_on_the_rows_beside_them():

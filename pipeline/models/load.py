@@ -70,7 +70,29 @@ def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
         )
     except OSError as exc:  # hub unreachable, unknown id, missing files
         raise ModelUnavailable(f"cannot load model {ref.name!r}: {exc}\n{OFFLINE_HINT}") from exc
-    return model.to(runtime.device).eval()
+    return contiguous_encoder_stream(model.to(runtime.device).eval())
+
+
+def contiguous_encoder_stream(model: torch.nn.Module) -> torch.nn.Module:
+    """The encoder's residual stream made contiguous where it starts (a hook on its first layer), in place.
+
+    transformers' Whisper encoder adds the positions to its convolutions' output transposed, a view ([B, C, T]
+    permuted to [B, T, C]); the sum keeps that layout and so does every residual sum after it, so every layer
+    read, added and copied a strided stream: each residual add 2.5 ms instead of 0.2 (``base``, one piece, a
+    2-core CPU), the whole encoder 5% (int8, AVX2) to 15% (int8, AMX) slower. The same bits: layer norms and
+    linear layers make their input contiguous anyway (tested). Models without an encoder are left alone."""
+    encoder = getattr(getattr(model, "model", None), "encoder", None)
+    if encoder is None or getattr(encoder, "_contiguous_stream", False):
+        return model
+
+    def contiguous(layer, args, kwargs):
+        if args:
+            return (args[0].contiguous(), *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": kwargs["hidden_states"].contiguous()}
+
+    encoder.layers[0].register_forward_pre_hook(contiguous, with_kwargs=True)
+    encoder._contiguous_stream = True
+    return model
 
 
 def _processor(ref: ResolvedModel) -> WhisperProcessor:
