@@ -5,7 +5,9 @@ transformers' ``generate`` gives with the main model alone. Per batch:
 
 1. pieces quieter than ``silence_db``, or where Silero VAD hears no voice,
    are not decoded at all;
-2. the encoder runs once; one decoder step on ``<|startoftranscript|>`` gives
+2. the encoder runs once and the main model's cross-attention keys/values are
+   projected once (``kv_cache.CrossKV``: steps 2-4 and the fallback's scoring read
+   them); one decoder step on ``<|startoftranscript|>`` gives
    the no-speech probability and, when no language is given, the language;
    with a prompt (``initial_prompt``, ``hotwords``) the no-speech probability is
    read at ``<|startoftranscript|>`` after the prompt, as transformers reads it,
