@@ -150,8 +150,8 @@ class Transcriber:
         # decoding loop and the scoring pass (and a fallback's scoring): each projected its own before.
         features = self._features(audio)
         encoded = encode(self.models.main, features)
+        return_freed_memory()  # before the projection: its keys would stack on the encoder's freed pages
         cross = CrossKV.project(self.models.main, encoded)
-        return_freed_memory()
         no_speech, languages = self._probe(encoded, languages, cross)
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
