@@ -54,9 +54,10 @@ def test_real_base_with_int8_self_draft_is_token_identical(base_models, base_sel
         assert [s.words for s in r.segments] == [s.words for s in p.segments]  # timings come from the main model
 
 
-def _projecting(models, pieces) -> tuple[list, int, list]:
+def _projecting(models, pieces) -> tuple[list, int, int, list]:
     """Each piece's (tokens, avg log-prob, no-speech probability), the rows of encoder states projected to
-    cross-attention keys (layer 0) and the runs the decoding loop read the cross-attention rows in."""
+    cross-attention keys (layer 0), the rows decoded again in a later pass, and the runs the decoding loop read
+    the cross-attention rows in."""
     from pipeline.decode import kv_cache
 
     projected, runs, real_runs = [], [], kv_cache._runs
@@ -72,13 +73,14 @@ def _projecting(models, pieces) -> tuple[list, int, list]:
     finally:
         hook.remove()
         kv_cache._runs = real_runs
-    later = sum(r.stats.passes - 1 for r in results)  # a later pass encodes (and projects) its own window
-    return [(r.tokens, r.avg_logprob, r.no_speech_prob) for r in results], sum(projected) - later, runs
+    later = sum(r.stats.passes - 1 for r in results)
+    return [(r.tokens, r.avg_logprob, r.no_speech_prob) for r in results], sum(projected), later, runs
 
 
 def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(tiny_en_models, speech_pieces, monkeypatch):
     """The no-speech probe, the decoding loop and the scoring pass read one projection of the batch's
-    cross-attention keys/values (each projected its own: three times the rows). The same bits either way —
+    cross-attention keys/values (each projected its own: three times the rows); a later pass writes its
+    window's into its rows and the first window's are projected back for scoring. The same bits either way —
     tokens, average log-probability, no-speech probability — also after a row in the middle of the batch has
     finished and the rows left read the shared rows in separate runs (their own rows: int8's batch equals
     each piece decoded alone)."""
@@ -86,23 +88,29 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(tiny_e
 
     from pipeline.decode import forced, kv_cache
 
-    # a short piece between long ones: it finishes first, so the rows left are 0, 2, 3 of the shared rows
-    pieces = [speech_pieces[0], speech_pieces[1][: 3 * audio.SAMPLE_RATE], *speech_pieces[2:4]]
+    # a short piece among long ones finishes first (the rows left are 0, 2, 3 of the shared rows); pieces cut
+    # in the middle of speech are decoded again from their last timestamp (a later pass, its own window)
+    joined = np.concatenate([speech_pieces[2], speech_pieces[0], speech_pieces[1]])
+    pieces = [speech_pieces[0], speech_pieces[1][: 3 * audio.SAMPLE_RATE], joined[: 26 * audio.SAMPLE_RATE]]
+    pieces.append(joined[: 28 * audio.SAMPLE_RATE])
     start = kv_cache.KVCacheDecoder.start
+    n = len(pieces)
     for models in (tiny_en_models, int8_copy(tiny_en_models)):
-        shared, shared_rows, runs = _projecting(models, pieces)
+        shared, shared_rows, later, runs = _projecting(models, pieces)
         with monkeypatch.context() as m:  # each pass projects its own, as before: transformers' forward, the loop
             m.setattr(forced, "cache_of", lambda cross: EncoderDecoderCache(DynamicCache(), DynamicCache()))
-            m.setattr(kv_cache.KVCacheDecoder, "start", lambda self, e, n, cross=None: start(self, e, n))
-            own, own_rows, _ = _projecting(models, pieces)
+            m.setattr(kv_cache.KVCacheDecoder, "start", lambda self, e, c, *cross: start(self, e, c))
+            m.setattr(kv_cache.CrossKV, "project_into", lambda self, model, e, rows: None)
+            own, own_rows, own_later, _ = _projecting(models, pieces)
         assert shared == own, models.runtime.describe()
         assert all(len(tokens) > 5 for tokens, _, _ in shared)
-        assert shared_rows == len(pieces)
-        assert own_rows == len(pieces) + 3 * len(pieces)  # the batch's projection (unread) and each pass's own
+        assert later > 0 and later == own_later
+        assert shared_rows == n + 2 * later  # the batch, each later window and its restored first window
+        assert own_rows == n + 3 * n + later  # the batch's projection (unread), each pass's own, each later window
         assert any(r is not None and len(r) > 1 for r in runs), "no row left the batch from its middle"
     # the rows left read their own shared rows: in int8 (row-exact) the batch's bits are each piece's alone
     int8 = int8_copy(tiny_en_models)
-    batch, _, _ = _projecting(int8, pieces)
+    batch = _projecting(int8, pieces)[0]
     assert batch == [_projecting(int8, [piece])[0][0] for piece in pieces]
 
 

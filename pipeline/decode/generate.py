@@ -177,12 +177,17 @@ class Generator:
         cross: CrossKV | None = None,
     ) -> list[Generated]:
         """Decode rows of 3000-frame features. ``encoded``: the main encoder's output for them, if at hand;
-        ``cross``: the main model's cross-attention keys/values over it (the first pass reads them)."""
+        ``cross``: the main model's cross-attention keys/values over it. The first pass reads them; a later
+        pass writes its own window's into its rows, and they are projected back from ``encoded`` at the end
+        (the caller's scoring reads them): a later pass's keys beside the batch's were the hour's memory peak."""
+        if cross is not None and encoded is None:
+            raise ValueError("cross-attention keys/values come with the encoder output they were projected from")
         rows = features.shape[0]
         out = [Generated([], []) for _ in range(rows)]
         seek = [0] * rows
         pending = list(range(rows))
         first, npass = True, 0
+        overwritten: set[int] = set()  # rows of ``cross`` holding a later window's keys
         while pending:
             npass += 1
             # transformers lets each pass run to max_length plus the prompt (its generate adds the prompt length,
@@ -191,12 +196,18 @@ class Generator:
             grow = min(len(prompts[0]), self.max_positions // 2 - 1)
             limit = min(self.max_length + npass * grow, self.max_positions)
             feats = self._window(features, pending, seek)
-            enc = encoded if first and encoded is not None else encode(self.models.main, feats)
-            self.main.start(enc, limit + self.policy.max_draft + 2, cross if first and encoded is not None else None)
+            capacity = limit + self.policy.max_draft + 2
+            if first and encoded is not None:
+                enc = encoded
+                self.main.start(enc, capacity, cross)
+            else:
+                enc = encode(self.models.main, feats)
+                if cross is not None:
+                    cross.project_into(self.models.main, enc, pending)
+                    overwritten |= set(pending)
+                self.main.start(enc, capacity, cross, pending if cross is not None else None)
             if self.draft is not None:
-                self.draft.start(
-                    self._draft_encoded(feats, draft_features, pending, seek, enc), limit + self.policy.max_draft + 2
-                )
+                self.draft.start(self._draft_encoded(feats, draft_features, pending, seek, enc), capacity)
             ids = torch.tensor([prompts[b] for b in pending], device=features.device)
             decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy)
             self.main.release()
@@ -217,6 +228,9 @@ class Generator:
                 if self.timestamps and moved > 0 and seek[b] < features.shape[-1]:
                     still.append(b)
             pending, first = still, False
+        if overwritten:
+            rows = sorted(overwritten)
+            cross.project_into(self.models.main, encoded[rows], rows)
         for g in out:
             g.tokens = [t for s in g.segments for t in s["tokens"]]
         return out

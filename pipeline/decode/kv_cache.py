@@ -77,16 +77,21 @@ class CrossKV:
     def project(cls, model: torch.nn.Module, encoded: torch.Tensor, dtype: torch.dtype | None = None) -> CrossKV:
         """The keys and values of ``model``'s decoder layers over ``encoded`` [rows, frames, width], as
         transformers' ``WhisperAttention`` projects them (then cast to ``dtype``, the model's by default)."""
-        decoder = _decoder_of(model)
-        encoded = encoded.to(decoder.embed_tokens.weight.dtype)
         keys, values = [], []
-        for layer in decoder.layers:
-            attn = layer.encoder_attn
-            shape = (encoded.shape[0], encoded.shape[1], attn.num_heads, attn.head_dim)
-            for out, proj in ((keys, attn.k_proj), (values, attn.v_proj)):
-                t = proj(encoded).view(shape).transpose(1, 2)
-                out.append((t if dtype is None else t.to(dtype)).contiguous())
+        for k, v in _projections(model, encoded):
+            keys.append((k if dtype is None else k.to(dtype)).contiguous())
+            values.append((v if dtype is None else v.to(dtype)).contiguous())
         return cls(keys, values)
+
+    @torch.inference_mode()
+    def project_into(self, model: torch.nn.Module, encoded: torch.Tensor, rows: list[int]) -> None:
+        """Overwrite ``rows`` with ``model``'s keys and values over ``encoded`` [len(rows), frames, width], in
+        place, a layer at a time: a later pass's window takes its rows' room instead of a second batch-sized
+        copy beside the batch's (that stacked: +100 MB on an hour's peak)."""
+        for layer, (k, v) in enumerate(_projections(model, encoded)):
+            for j, b in enumerate(rows):
+                self.keys[layer][b].copy_(k[j])
+                self.values[layer][b].copy_(v[j])
 
     def rows(self, part: slice) -> CrossKV:
         """The keys and values of a run of rows (views, no copy)."""
@@ -136,17 +141,21 @@ class KVCacheDecoder:
         return x.view(x.shape[0], x.shape[1], self.heads, self.head_dim).transpose(1, 2)
 
     @torch.inference_mode()
-    def start(self, encoded: torch.Tensor, capacity: int, cross: CrossKV | None = None) -> None:
-        """New batch: cross-attention keys/values from the encoder output (or ``cross``, this model's own
-        already projected for these rows, read and never written), an empty self-attention cache."""
+    def start(
+        self, encoded: torch.Tensor, capacity: int, cross: CrossKV | None = None, cross_rows: list[int] | None = None
+    ) -> None:
+        """New batch: cross-attention keys/values from the encoder output — or ``cross``, this model's own
+        already projected, read and never written: its rows ``cross_rows`` (ascending; all by default) are the
+        batch's rows — and an empty self-attention cache."""
         rows = encoded.shape[0]
         if cross is None:
-            cross = CrossKV.project(self.decoder, encoded, self.cross_dtype)
-        if cross.n_rows != rows or cross.keys[0].dtype != self.cross_dtype:
+            cross, cross_rows = CrossKV.project(self.decoder, encoded, self.cross_dtype), None
+        cross_rows = list(range(rows)) if cross_rows is None else list(cross_rows)
+        if len(cross_rows) != rows or max(cross_rows) >= cross.n_rows or cross.keys[0].dtype != self.cross_dtype:
             raise ValueError("cross-attention keys/values of other rows or another dtype")
         self.cross_k, self.cross_v = list(cross.keys), list(cross.values)
-        self.cross_runs: list[tuple[int, int, int]] | None = None  # (first row, first cross row, count); None: all
-        self.cross_rows = list(range(rows))
+        self.cross_rows = cross_rows
+        self.cross_runs: list[tuple[int, int, int]] | None = _runs(cross_rows)  # (row, cross row, count); None: all
         shape = (rows, self.heads, capacity, self.head_dim)
         self.self_k = [torch.zeros(shape, dtype=self.dtype, device=encoded.device) for _ in self.layers]
         self.self_v = [torch.zeros(shape, dtype=self.dtype, device=encoded.device) for _ in self.layers]
@@ -267,6 +276,17 @@ def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, group
             query[rows], keys[rows, :, :width], values[rows, :, :width], scale=1.0
         )
     return out
+
+
+def _projections(model: torch.nn.Module, encoded: torch.Tensor):
+    """Per decoder layer, its cross-attention keys and values over ``encoded`` as [rows, heads, frames,
+    head_dim] views, as transformers' ``WhisperAttention`` projects them."""
+    decoder = _decoder_of(model)
+    encoded = encoded.to(decoder.embed_tokens.weight.dtype)
+    for layer in decoder.layers:
+        attn = layer.encoder_attn
+        shape = (encoded.shape[0], encoded.shape[1], attn.num_heads, attn.head_dim)
+        yield attn.k_proj(encoded).view(shape).transpose(1, 2), attn.v_proj(encoded).view(shape).transpose(1, 2)
 
 
 def _decoder_of(model: torch.nn.Module) -> torch.nn.Module:

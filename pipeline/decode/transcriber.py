@@ -6,8 +6,7 @@ transformers' ``generate`` gives with the main model alone. Per batch:
 1. pieces quieter than ``silence_db``, or where Silero VAD hears no voice,
    are not decoded at all;
 2. the encoder runs once and the main model's cross-attention keys/values are
-   projected once (``kv_cache.CrossKV``: steps 2-4 and the fallback's scoring read
-   them); one decoder step on ``<|startoftranscript|>`` gives
+   projected once (``kv_cache.CrossKV``: steps 2-4 read them); one decoder step on ``<|startoftranscript|>`` gives
    the no-speech probability and, when no language is given, the language;
    with a prompt (``initial_prompt``, ``hotwords``) the no-speech probability is
    read at ``<|startoftranscript|>`` after the prompt, as transformers reads it,
@@ -147,7 +146,7 @@ class Transcriber:
         # The heap's free pages go back after each step (``return_freed_memory``): the steps allocate tensors of
         # different sizes, and glibc would keep each step's freed pages, so the steps' peaks would stack.
         # The main model's cross-attention keys/values are projected once here and read by the probe, the
-        # decoding loop and the scoring pass (and a fallback's scoring): each projected its own before.
+        # decoding loop and the scoring pass: each projected its own before.
         features = self._features(audio)
         encoded = encode(self.models.main, features)
         return_freed_memory()  # before the projection: its keys would stack on the encoder's freed pages
@@ -158,11 +157,11 @@ class Transcriber:
         generated = self._generate(features, encoded, languages, audio, results, cross)
         return_freed_memory()
         self._score(encoded, languages, generated, results, cross)
+        del cross  # before the fallback: its beam search beside the batch's keys set the hour's peak
         return_freed_memory()
         for r, g in zip(results, generated):
             r.compression_ratio = self._compression(g.tokens)
-        self._fallback(features, encoded, languages, generated, audio, results, cross)
-        del cross
+        self._fallback(features, encoded, languages, generated, audio, results)
         found: list[list[RawSegment]] = []
         for r, g, a in zip(results, generated, audio):
             r.tokens = g.tokens
@@ -189,7 +188,7 @@ class Transcriber:
         text = self.models.tokenizer.decode(tokens, skip_special_tokens=True).encode()
         return len(text) / max(1, len(zlib.compress(text))) if text else 0.0
 
-    def _fallback(self, features, encoded, languages, generated: list[Generated], audio, results, cross) -> None:
+    def _fallback(self, features, encoded, languages, generated: list[Generated], audio, results) -> None:
         """Pieces failing Whisper's checks (and not silence) are decoded again — beam search, then seeded
         sampling at rising temperatures — by the main model alone, one at a time (the result does not
         depend on the batch), until one passes; the best by Whisper's rule is kept (``recover.better``)."""
@@ -206,7 +205,7 @@ class Transcriber:
             for label, beams, temperature in recover.fallbacks(o.fallback_beams):
                 again = self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
                 trial = PieceResult()
-                self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial], cross.rows(slice(i, i + 1)))
+                self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial])
                 candidate = recover.Candidate(trial.avg_logprob, self._compression(again.tokens))
                 keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
                 r.redecodes.append(
