@@ -33,6 +33,7 @@ from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneratio
 
 from ..models.load import Models
 from ..records import DecodeStats
+from ..runtime import return_freed_memory
 from ..whisper import ENCODER_STRIDE, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
 from .kv_cache import CrossKV, KVCacheDecoder
 from .rules import WhisperRules
@@ -202,6 +203,7 @@ class Generator:
                 self.main.start(enc, capacity, cross)
             else:
                 enc = encode(self.models.main, feats)
+                return_freed_memory()  # the encoder's freed pages, before the loop's caches are allocated
                 if cross is not None:
                     cross.project_into(self.models.main, enc, pending)
                     overwritten |= set(pending)
