@@ -114,6 +114,27 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(tiny_e
     assert batch == [_projecting(int8, [piece])[0][0] for piece in pieces]
 
 
+def test_the_scoring_pass_normalises_a_row_in_chunks_with_the_whole_rows_bits(
+    tiny_en_models, speech_pieces, monkeypatch
+):
+    """The average log-probability (the fallback's threshold, the manifest's column) is scored a few positions
+    at a time so that an hour's long rows do not set its peak memory: with chunk borders inside every row and
+    inside each later pass (whose rules start afresh) the scores are the bits of the whole row at once."""
+    from pipeline.decode import transcriber
+
+    joined = np.concatenate([speech_pieces[2], speech_pieces[0], speech_pieces[1]])
+    pieces = [speech_pieces[0], joined[: 26 * audio.SAMPLE_RATE], joined[: 28 * audio.SAMPLE_RATE]]
+    for models in (tiny_en_models, int8_copy(tiny_en_models)):
+        scored = {}
+        for chunk in (7, 10_000):
+            monkeypatch.setattr(transcriber, "SCORE_CHUNK", chunk)
+            results = Transcriber(models, DecodeOptions(language="en", batch_size=4, **FIRST_PASS)).transcribe(pieces)
+            scored[chunk] = [(r.tokens, r.avg_logprob) for r in results]
+        assert all(len(tokens) > 3 * 7 for tokens, _ in scored[7]), [len(t) for t, _ in scored[7]]
+        assert any(r.stats.passes > 1 for r in results), "no later pass: its rules' restart went unscored"
+        assert scored[7] == scored[10_000], models.runtime.describe()
+
+
 def test_language_is_detected_when_not_given(base_models, clips):
     by_lang = {c.language: c for c in clips if c.path.parent.name == "picovoice_leopard"}
     pieces = [audio.decode(by_lang[lang].path) for lang in ("en", "de", "fr")]

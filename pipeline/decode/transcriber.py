@@ -46,11 +46,17 @@ from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
 from ..runtime import return_freed_memory
 from ..timing import word_timings
 from . import auto, recover
-from .forced import first_step_logits, forced_hidden, padded, row_logits
+from .forced import first_step_logits, forced_hidden, padded
 from .generate import Generated, Generator, encode, log_mel
 from .kv_cache import CrossKV
 from .options import DecodeOptions
 from .rules import RuleState
+
+# The scoring pass post-processes a row's logits this many positions at a time: the log-softmaxes and the rules'
+# masks of a whole row are a few copies of [positions, vocabulary] float32 (93 MB each for a row of 448 tokens),
+# which set the peak of any batch holding a long row — an hour of audio meets more of those than 3 minutes
+# (bench/bench_memory.py). Each position is normalised on its own, so the scores are the same bits.
+SCORE_CHUNK = 32
 
 
 class Transcriber:
@@ -439,12 +445,18 @@ class Transcriber:
             if n <= 0:
                 r.avg_logprob = 0.0
                 continue
-            target = ids[b, len(p) : len(row), None]
-            logits = row_logits(self.models.main, hidden[b : b + 1, len(p) - 1 : len(row) - 1])
-            raw = logits.log_softmax(-1).gather(-1, target[None])[0, :, 0]
-            ruled = rules.apply(logits, self._rule_states(g, n, encoded.device)).log_softmax(-1)
-            ruled = ruled.gather(-1, target[None])[0, :, 0]
-            r.avg_logprob = float(torch.where(torch.isinf(ruled), raw, ruled).mean())
+            target = ids[None, b, len(p) : len(row), None]
+            logits = self.models.main.proj_out(hidden[b : b + 1, len(p) - 1 : len(row) - 1])
+            states = self._rule_states(g, n, encoded.device)
+            scores = []
+            for at in range(0, n, SCORE_CHUNK):  # position by position: bounded temporaries, the same bits
+                part = logits[:, at : at + SCORE_CHUNK].float()
+                chosen = target[:, at : at + SCORE_CHUNK]
+                raw = part.log_softmax(-1).gather(-1, chosen)[0, :, 0]
+                state = states.map(lambda t, at=at: t[:, at : at + SCORE_CHUNK])
+                ruled = rules.apply(part, state).log_softmax(-1).gather(-1, chosen)[0, :, 0]
+                scores.append(torch.where(torch.isinf(ruled), raw, ruled))
+            r.avg_logprob = float(torch.cat(scores).mean())
 
     def _rule_states(self, g: Generated, n: int, device) -> RuleState:
         """The rules' state before each of the first ``n`` scored tokens ([1, n]); each pass starts afresh."""
