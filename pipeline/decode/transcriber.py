@@ -46,16 +46,18 @@ from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
 from ..runtime import return_freed_memory
 from ..timing import word_timings
 from . import auto, recover
-from .forced import first_step_logits, forced_hidden, padded
+from .forced import first_step_logits, forced_hidden, padded, row_logits
 from .generate import Generated, Generator, encode, log_mel
 from .kv_cache import CrossKV
 from .options import DecodeOptions
 from .rules import RuleState
 
-# The scoring pass post-processes a row's logits this many positions at a time: the log-softmaxes and the rules'
-# masks of a whole row are a few copies of [positions, vocabulary] float32 (93 MB each for a row of 448 tokens),
-# which set the peak of any batch holding a long row — an hour of audio meets more of those than 3 minutes
-# (bench/bench_memory.py). Each position is normalised on its own, so the scores are the same bits.
+# The scoring pass projects and normalises a row this many positions at a time: a whole row's logits, its
+# log-softmaxes and the rules' masks are a few copies of [positions, vocabulary] float32 (93 MB each for a row of
+# 448 tokens), which set the peak of any batch holding a long row — an hour of audio meets more of those than 3
+# minutes (bench/bench_memory.py). Each position is normalised on its own: int8's output projection is row-exact,
+# so its scores are the whole row's bits; float32's matrix product is blocked by its number of rows, so its
+# scores may differ from the whole row's in the last bit (~1e-7, tested), the same on every run.
 SCORE_CHUNK = 32
 
 
@@ -446,11 +448,11 @@ class Transcriber:
                 r.avg_logprob = 0.0
                 continue
             target = ids[None, b, len(p) : len(row), None]
-            logits = self.models.main.proj_out(hidden[b : b + 1, len(p) - 1 : len(row) - 1])
+            at_row = hidden[b : b + 1, len(p) - 1 : len(row) - 1]
             states = self._rule_states(g, n, encoded.device)
             scores = []
-            for at in range(0, n, SCORE_CHUNK):  # position by position: bounded temporaries, the same bits
-                part = logits[:, at : at + SCORE_CHUNK].float()
+            for at in range(0, n, SCORE_CHUNK):  # a few positions at a time: bounded temporaries
+                part = row_logits(self.models.main, at_row[:, at : at + SCORE_CHUNK])
                 chosen = target[:, at : at + SCORE_CHUNK]
                 raw = part.log_softmax(-1).gather(-1, chosen)[0, :, 0]
                 state = states.map(lambda t, at=at: t[:, at : at + SCORE_CHUNK])
