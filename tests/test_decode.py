@@ -114,9 +114,7 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(tiny_e
     assert batch == [_projecting(int8, [piece])[0][0] for piece in pieces]
 
 
-def test_the_scoring_pass_normalises_a_row_in_chunks_with_the_whole_rows_bits(
-    tiny_en_models, speech_pieces, monkeypatch
-):
+def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(tiny_en_models, speech_pieces, monkeypatch):
     """The average log-probability (the fallback's threshold, the manifest's column) is scored a few positions
     at a time so that an hour's long rows do not set its peak memory: with chunk borders inside every row and
     inside each later pass (whose rules start afresh) the scores are the whole row's — its bits in int8 (a
