@@ -19,6 +19,14 @@ def speech_pieces(clips) -> list[np.ndarray]:
     return [audio.decode(by_name[n].path) for n in names]
 
 
+@pytest.fixture(scope="module")
+def cut_in_speech(speech_pieces) -> list[np.ndarray]:
+    """Two pieces cut in the middle of speech (26 s, 28 s): decoded again from their last timestamp (a later
+    pass over its own window, its rules started afresh)."""
+    joined = np.concatenate([speech_pieces[2], speech_pieces[0], speech_pieces[1]])
+    return [joined[: 26 * audio.SAMPLE_RATE], joined[: 28 * audio.SAMPLE_RATE]]
+
+
 # Random weights fail every check of Whisper's: the fallback would decode each piece six more times. These
 # tests are about the first pass; second chances with and without an assistant: tests/test_second_chances.py.
 FIRST_PASS = {"fallback_beams": 0, "coverage": False}
@@ -77,7 +85,9 @@ def _projecting(models, pieces) -> tuple[list, int, int, list]:
     return [(r.tokens, r.avg_logprob, r.no_speech_prob) for r in results], sum(projected), later, runs
 
 
-def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(tiny_en_models, speech_pieces, monkeypatch):
+def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
+    tiny_en_models, speech_pieces, cut_in_speech, monkeypatch
+):
     """The no-speech probe, the decoding loop and the scoring pass read one projection of the batch's
     cross-attention keys/values (each projected its own: three times the rows); a later pass writes its
     window's into its rows and the first window's are projected back for scoring. The same bits either way —
@@ -88,11 +98,9 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(tiny_e
 
     from pipeline.decode import forced, kv_cache
 
-    # a short piece among long ones finishes first (the rows left are 0, 2, 3 of the shared rows); pieces cut
-    # in the middle of speech are decoded again from their last timestamp (a later pass, its own window)
-    joined = np.concatenate([speech_pieces[2], speech_pieces[0], speech_pieces[1]])
-    pieces = [speech_pieces[0], speech_pieces[1][: 3 * audio.SAMPLE_RATE], joined[: 26 * audio.SAMPLE_RATE]]
-    pieces.append(joined[: 28 * audio.SAMPLE_RATE])
+    # a short piece among long ones finishes first (the rows left are 0, 2, 3 of the shared rows); the pieces
+    # cut in speech take later passes
+    pieces = [speech_pieces[0], speech_pieces[1][: 3 * audio.SAMPLE_RATE], *cut_in_speech]
     start = kv_cache.KVCacheDecoder.start
     n = len(pieces)
     for models in (tiny_en_models, int8_copy(tiny_en_models)):
@@ -114,15 +122,16 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(tiny_e
     assert batch == [_projecting(int8, [piece])[0][0] for piece in pieces]
 
 
-def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(tiny_en_models, speech_pieces, monkeypatch):
+def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(
+    tiny_en_models, speech_pieces, cut_in_speech, monkeypatch
+):
     """The average log-probability (the fallback's threshold, the manifest's column) is scored a few positions
     at a time so that an hour's long rows do not set its peak memory: with chunk borders inside every row and
     inside each later pass (whose rules start afresh) the scores are the whole row's — its bits in int8 (a
     row-exact output projection), float32's within its matrix product's blocking."""
     from pipeline.decode import transcriber
 
-    joined = np.concatenate([speech_pieces[2], speech_pieces[0], speech_pieces[1]])
-    pieces = [speech_pieces[0], joined[: 26 * audio.SAMPLE_RATE], joined[: 28 * audio.SAMPLE_RATE]]
+    pieces = [speech_pieces[0], *cut_in_speech]
     for models in (tiny_en_models, int8_copy(tiny_en_models)):
         scored = {}
         for chunk in (7, 10_000):
