@@ -36,10 +36,19 @@ COMPUTE_TYPES = ("auto", INT8, *DTYPES, *WEIGHT_INT8)
 AUTO = {"cuda": "float16", "cpu": INT8, "cpu+amx": "bfloat16"}
 
 
+def onednn_isa_capped_below_amx() -> bool:
+    """Whether ``ONEDNN_MAX_CPU_ISA`` keeps oneDNN off AMX (``scripts/isa.sh``: this CPU run as one without it)."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    return bool(cap) and cap not in ("ALL", "DEFAULT") and "AMX" not in cap
+
+
 def cpu_has_bf16_units() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices in hardware (AMX tiles with AVX-512 BF16; oneDNN uses them)."""
+    """Whether this CPU multiplies bfloat16 matrices in hardware (AMX tiles with AVX-512 BF16; oneDNN uses them,
+    unless capped below AMX)."""
     import torch
 
+    if onednn_isa_capped_below_amx():
+        return False
     try:
         return bool(torch.cpu._is_amx_tile_supported() and torch.cpu._is_avx512_bf16_supported())
     except (AttributeError, RuntimeError):  # an older or newer torch without these probes: assume none

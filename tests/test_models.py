@@ -284,6 +284,7 @@ def test_auto_compute_type_per_device():
     from pathlib import Path
 
     from pipeline.runtime import auto_compute_type, cpu_has_bf16_units, pick_runtime
+    from pipeline.runtime import onednn_isa_capped_below_amx as capped_below_amx
 
     assert auto_compute_type("cuda") == "float16" and auto_compute_type("cuda", bf16_units=True) == "float16"
     assert auto_compute_type("cpu", bf16_units=False) == "int8"
@@ -291,9 +292,24 @@ def test_auto_compute_type_per_device():
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
         flags = {f for line in cpuinfo.read_text().splitlines() if line.startswith("flags") for f in line.split()}
-        assert cpu_has_bf16_units() == ({"amx_tile", "amx_bf16", "avx512_bf16"} <= flags)
+        assert cpu_has_bf16_units() == ({"amx_tile", "amx_bf16", "avx512_bf16"} <= flags and not capped_below_amx())
     auto = pick_runtime("cpu")
     assert auto.compute_type == auto_compute_type("cpu") and auto.int8 == (auto.compute_type == "int8")
+
+
+def test_a_onednn_cap_below_amx_makes_auto_pick_what_a_cpu_without_amx_picks(monkeypatch):
+    """`scripts/isa.sh avx2|avx512` runs an AMX machine as one without AMX: `auto` must then choose int8, as it
+    does there (bfloat16 without matrix units is emulated, the slowest type)."""
+    from pipeline.runtime import auto_compute_type, cpu_has_bf16_units
+
+    monkeypatch.setattr("torch.cpu._is_amx_tile_supported", lambda: True)  # an AMX machine, wherever this runs
+    monkeypatch.setattr("torch.cpu._is_avx512_bf16_supported", lambda: True)
+    for cap in ("AVX2", "avx512_core_bf16", "AVX512_CORE_VNNI"):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        assert not cpu_has_bf16_units() and auto_compute_type("cpu") == "int8"
+    for cap in ("AVX512_CORE_AMX", "DEFAULT", "ALL"):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+        assert cpu_has_bf16_units() and auto_compute_type("cpu") == "bfloat16"
 
 
 def test_auto_compute_type_resumes_a_job_with_the_one_it_started_with(tmp_path):
