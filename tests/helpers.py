@@ -199,6 +199,6 @@ def close(got, want, rel: float = 1e-5, abs_: float = 1e-6) -> bool:
         return math.isclose(got, want, rel_tol=rel, abs_tol=abs_)
     if isinstance(got, dict) and isinstance(want, dict):
         return got.keys() == want.keys() and all(close(got[k], want[k], rel, abs_) for k in got)
-    if isinstance(got, list) and isinstance(want, list):
+    if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
         return len(got) == len(want) and all(close(a, b, rel, abs_) for a, b in zip(got, want))
     return got == want

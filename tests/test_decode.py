@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import int8_copy, perturbed_draft, tiny_random_models, with_assistant
+from helpers import close, int8_copy, perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.models.load import quantized_self_draft
@@ -37,6 +37,7 @@ def _tokens(models, pieces, **opts):
     return [r.tokens for r in results], results
 
 
+@pytest.mark.identity
 @pytest.mark.parametrize("seed", [0])  # more seeds, batch sizes and draft kinds: test_speculative.py
 def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech_pieces):
     main = tiny_random_models(base_models, seed)
@@ -85,6 +86,11 @@ def _projecting(models, pieces) -> tuple[list, int, int, list]:
     return [(r.tokens, r.avg_logprob, r.no_speech_prob) for r in results], sum(projected), later, runs
 
 
+def tokens_of(scored: list[tuple]) -> list:
+    return [tokens for tokens, *_ in scored]
+
+
+@pytest.mark.identity
 def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
     tiny_en_models, speech_pieces, cut_in_speech, monkeypatch
 ):
@@ -110,18 +116,24 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
             m.setattr(kv_cache.KVCacheDecoder, "start", lambda self, e, c, *cross: start(self, e, c))
             m.setattr(kv_cache.CrossKV, "project_into", lambda self, model, e, rows: None)
             own, own_rows, own_later, _ = _projecting(models, pieces)
-        assert shared == own, models.runtime.describe()
+        # the same tokens; the scores within float32 rounding (see below)
+        assert tokens_of(shared) == tokens_of(own) and close(shared, own), models.runtime.describe()
         assert all(len(tokens) > 5 for tokens, _, _ in shared)
         assert later > 0 and later == own_later
         assert shared_rows == n + 2 * later  # the batch, each later window and its restored first window
         assert own_rows == n + 3 * n + later  # the batch's projection (unread), each pass's own, each later window
         assert any(r is not None and len(r) > 1 for r in runs), "no row left the batch from its middle"
-    # the rows left read their own shared rows: in int8 (row-exact) the batch's bits are each piece's alone
+    # the rows left read their own shared rows: each piece's tokens are those it gets alone. Only the linear
+    # layers are exact at any batch height (int8: integer sums); attention, norms and the log-softmax stay float32,
+    # whose kernels block by the tensor's shape and the CPU's instruction set (AMX, AVX-512, AVX2 sum in other
+    # orders), so the scores agree within float32 rounding, not to the bit.
     int8 = int8_copy(tiny_en_models)
     batch = _projecting(int8, pieces)[0]
-    assert batch == [_projecting(int8, [piece])[0][0] for piece in pieces]
+    alone = [_projecting(int8, [piece])[0][0] for piece in pieces]
+    assert tokens_of(batch) == tokens_of(alone) and close(batch, alone)
 
 
+@pytest.mark.identity
 def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(
     tiny_en_models, speech_pieces, cut_in_speech, monkeypatch
 ):

@@ -136,6 +136,7 @@ def test_conversion_source_is_recorded(base_models):
 # -- compute type int8 -------------------------------------------------------------------------------
 
 
+@pytest.mark.identity
 def test_the_encoders_residual_stream_is_contiguous_and_gives_the_same_bits(tiny_en_models, english_human):
     """Loaded models feed their encoder layers a contiguous stream (transformers' is a transposed view all the
     way through, which made every residual add strided); the encoder output is bit-identical to transformers'
@@ -167,6 +168,7 @@ def test_the_encoders_residual_stream_is_contiguous_and_gives_the_same_bits(tiny
             assert torch.equal(ours, encode(theirs, features))
 
 
+@pytest.mark.identity
 def test_int8_linear_rows_do_not_depend_on_the_rows_beside_them():
     """The property speculative identity and batch-size independence rest on: a row's output is bit for bit
     the one it has alone, whatever else (and however many others) are fed with it. torch's per-tensor dynamic
@@ -232,6 +234,7 @@ def test_int8_compute_type_is_cpu_only_and_recorded():
         pick_runtime("cpu", "int4")
 
 
+@pytest.mark.identity
 def test_weight_only_int8_is_the_float_product_of_the_int8_weight():
     """int8_float16 / int8_bfloat16 / int8_float32: weights int8 within half a step of the float ones, the product
     the plain float one of the dequantized weight (activations untouched, so rows stay independent exactly as

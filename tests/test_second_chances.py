@@ -118,6 +118,7 @@ def test_a_looping_piece_is_decoded_again_and_keeps_its_words(tiny_en_models, no
     assert len(set(_words(kept_text))) > len(set(_words(greedy_text)))
 
 
+@pytest.mark.identity
 def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
     tiny_en_models, base_models, base_self_int8, quiet_caller, noisy_loop
 ):

@@ -131,6 +131,7 @@ def test_rules_equal_transformers_processors(base_models):
             assert torch.equal(got.argmax(-1), expected.argmax(-1))
 
 
+@pytest.mark.identity
 def test_kv_cache_decoder_logits_equal_transformers_forward(base_models):
     """Rows at different lengths, fed in uneven chunks, give transformers' logits for their own prefixes."""
     models = tiny_random_models(base_models, 11)
@@ -156,6 +157,7 @@ def test_kv_cache_decoder_logits_equal_transformers_forward(base_models):
             assert torch.allclose(logits[b], ref, atol=1e-4), "decoder forward differs from transformers"
 
 
+@pytest.mark.identity
 def test_a_rows_step_does_not_depend_on_how_far_the_rows_beside_it_are(base_models):
     """In int8 (row-exact linear layers), the main model's one-token and verify steps give a row bit-identical
     logits in a batch whose other rows are ahead or behind it and decoded alone: each row attends over exactly
@@ -183,6 +185,7 @@ def test_a_rows_step_does_not_depend_on_how_far_the_rows_beside_it_are(base_mode
             assert torch.equal(got[b], want[0]), f"row {b} depends on the rows beside it"
 
 
+@pytest.mark.identity
 @pytest.mark.parametrize("compute_type", ["float32", "bfloat16", "int8"])
 def test_features_and_encoder_a_piece_at_a_time_equal_the_batch(compute_type, base_models, pieces):
     """On the CPU the log-mel features and base's encoder run a piece at a time (under half the memory, no
@@ -199,6 +202,7 @@ def test_features_and_encoder_a_piece_at_a_time_equal_the_batch(compute_type, ba
 # -- token identity ------------------------------------------------------------------
 
 
+@pytest.mark.identity
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("timestamps", [True, False])
 def test_tiny_random_pairs(seed, timestamps, base_models, pieces):
@@ -236,6 +240,7 @@ def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_models, piec
     assert max(generated) >= 440, "expected rows that run to the limit"
 
 
+@pytest.mark.identity
 @pytest.mark.parametrize("timestamps", [True, False])
 def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_models, pieces):
     """Compute type int8: the int8 model's greedy tokens (its own, decoded alone at batch 1) at every batch size
@@ -256,6 +261,7 @@ def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_m
         _check(with_assistant(int8, draft, name), features, reference, timestamps, f"int8 + {name}", sizes=(1, 3, 8))
 
 
+@pytest.mark.identity
 def test_weight_only_int8_main_model_speculative_or_not_at_any_batch_size(base_models, pieces):
     """Compute type int8_float32 (the weight-only int8 of CUDA's int8_float16, in an exact dtype): the model's own
     greedy tokens at every batch size and with a draft that follows it (its fused projections weight-only int8
