@@ -25,23 +25,47 @@ def _vocab(value: str) -> int | None:
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="The draft's directory.")
 @click.option("--main", default=DistillOptions.main, show_default=True, help="The main model the draft is for.")
-@click.option("--layers", default=DistillOptions.layers, show_default=True, type=int,
-              help="Decoder layers of the draft (the main decoder's first and last, then evenly between).")
-@click.option("--vocab", default="full", show_default=True,
-              help="Text tokens the draft may propose (the most used in its transcripts; every special and "
-                   "timestamp token besides), or 'full'.")
+@click.option(
+    "--layers",
+    default=DistillOptions.layers,
+    show_default=True,
+    type=int,
+    help="Decoder layers of the draft (the main decoder's first and last, then evenly between).",
+)
+@click.option(
+    "--vocab",
+    default="full",
+    show_default=True,
+    help="Text tokens the draft may propose (the most used in its transcripts; every special and "
+    "timestamp token besides), or 'full'.",
+)
 @click.option("--steps", type=int, default=None, help="Optimizer steps (default: from --epochs).")
 @click.option("--epochs", type=float, default=DistillOptions.epochs, show_default=True)
 @click.option("--batch-size", type=int, default=DistillOptions.batch_size, show_default=True)
-@click.option("--grad-accum", type=int, default=DistillOptions.grad_accum, show_default=True,
-              help="Micro-batches per step (gradient accumulation).")
+@click.option(
+    "--grad-accum",
+    type=int,
+    default=DistillOptions.grad_accum,
+    show_default=True,
+    help="Micro-batches per step (gradient accumulation).",
+)
 @click.option("--lr", type=float, default=DistillOptions.lr, show_default=True)
-@click.option("--eval-every", type=int, default=DistillOptions.eval_every, show_default=True,
-              help="Steps between evaluations (acceptance on held-out files) and checkpoints.")
+@click.option(
+    "--eval-every",
+    type=int,
+    default=DistillOptions.eval_every,
+    show_default=True,
+    help="Steps between evaluations (acceptance on held-out files) and checkpoints.",
+)
 @click.option("--checkpoint-every", type=int, default=None, help="Steps between checkpoints (default: --eval-every).")
 @click.option("--seed", type=int, default=DistillOptions.seed, show_default=True)
-@click.option("--holdout", type=float, default=DistillOptions.holdout, show_default=True,
-              help="Share of the files held out for evaluation.")
+@click.option(
+    "--holdout",
+    type=float,
+    default=DistillOptions.holdout,
+    show_default=True,
+    help="Share of the files held out for evaluation.",
+)
 @click.option("--max-pieces", type=int, default=None, help="Label at most this many pieces.")
 @click.option("--language", default=None, help="Language of the audio (default: detected per piece).")
 @click.option("--device", default="auto", show_default=True)

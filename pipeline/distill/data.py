@@ -23,9 +23,9 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -119,7 +119,9 @@ def _job_units(path: Path, main_sha256: str) -> list[Unit]:
     if record is None or not rows:
         raise DistillInputError(f"job dir {path} holds no finished files: run the job first")
     done_paths = {p for r in rows for p in (r.get("paths") or [r["path"]])}
-    missing = [i for i in record.get("inputs", []) if not Path(i).is_dir() and str(Path(i).absolute()) not in done_paths]
+    missing = [
+        i for i in record.get("inputs", []) if not Path(i).is_dir() and str(Path(i).absolute()) not in done_paths
+    ]
     unfinished = [r["path"] for r in rows if r["status"] not in ("done", "failed")]
     if unfinished or missing:
         raise DistillInputError(f"job dir {path} is unfinished ({(unfinished + missing)[0]} has no result yet)")
@@ -203,8 +205,14 @@ def split_by_file(files: list[str], holdout: float, seed: int) -> set[str]:
 
 def sources_key(units: list[Unit], main_sha256: str, options) -> str:
     """What the labels depend on: the files, the main model, its compute type, the language and top-k."""
-    what = [[u.key for u in units], main_sha256, options.compute_type, options.language, options.top_k,
-            options.max_pieces]
+    what = [
+        [u.key for u in units],
+        main_sha256,
+        options.compute_type,
+        options.language,
+        options.top_k,
+        options.max_pieces,
+    ]
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
 
 
@@ -252,6 +260,8 @@ class _Labeller:
     def run(self, file_key: str, pieces: list) -> list[Example]:
         from ..decode.forced import forced_hidden, padded, row_logits
         from ..decode.generate import encode
+        from ..decode.kv_cache import KVCacheDecoder
+        from ..decode.speculative import greedy
 
         if not pieces:
             return []
@@ -265,15 +275,17 @@ class _Labeller:
         encoded = encode(self.models.main, features)
         _, languages = t._probe(encoded, [pieces[i][2] for i in active])
         prompts = [t._prompt(lang) for lang in languages]
-        generated = t.plain.generate(features[:, :, :], prompts, encoded)
+        # the first pass only, as the loop decodes it (what a draft drafts for most): its tokens, and end-of-text
+        # when it ended on one; a later pass (the seek rule) would decode a shifted window of other features
+        plain = t.plain
+        limit = min(plain.max_length + len(prompts[0]), plain.max_positions)
+        main = KVCacheDecoder(self.models.main)
+        main.start(encoded, limit + 2)
+        decoded = greedy(main, torch.tensor(prompts, device=encoded.device), plain.rules, limit)
+        main.release()
         eot = self.models.tokens.eot
-        rows, examples = [], []
-        for j, g in enumerate(generated):
-            first = g.tokens[: g.pass_lengths[0]] if g.pass_lengths else g.tokens
-            # a pass that ended on end-of-text: the only one, and short of the length limit (a later pass means the
-            # first was cut back to its last timestamp: its tokens are a prefix of the main model's, no end)
-            ended = len(g.pass_lengths) <= 1 and len(prompts[j]) + len(first) + 1 <= t.plain.max_length
-            rows.append(first + ([eot] if ended else []))
+        rows = [r + ([eot] if f else []) for r, f in zip(decoded.tokens, decoded.finished)]
+        examples = []
         ids = padded([p + r for p, r in zip(prompts, rows)], eot, encoded.device)
         hidden = forced_hidden(self.models.main, encoded, ids)
         for j, i in enumerate(active):

@@ -57,7 +57,7 @@ def evaluate(models, draft_model, held_out: list[tuple[torch.Tensor, list[int]]]
     """``held_out``: (encoder output [frames, width], prompt) per piece; the main model decides every token."""
     main = models.main
     rules = WhisperRules(main.generation_config, main.config.vocab_size, True, models.runtime.device)
-    limit = main.generation_config.max_length or main.config.max_target_positions
+    max_length = main.generation_config.max_length or main.config.max_target_positions
     main_dec, draft_dec = KVCacheDecoder(main), KVCacheDecoder(draft_model, exact=False)
     policy = DraftPolicy()
     calls = committed = drafted = accepted = 0
@@ -68,6 +68,7 @@ def evaluate(models, draft_model, held_out: list[tuple[torch.Tensor, list[int]]]
             by_prompt.setdefault(tuple(prompt), []).append(enc)
         for prompt, encs in by_prompt.items():
             enc = torch.stack(encs).to(main_dec.dtype)
+            limit = min(max_length + len(prompt), main.config.max_target_positions)  # a first pass's, as Generator's
             capacity = limit + policy.max_draft + 2
             main_dec.start(enc, capacity)
             draft_dec.start(enc, capacity)

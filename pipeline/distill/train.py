@@ -25,12 +25,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from . import data
 from .data import DistillInputError, Example
 from .evaluate import Evaluation, evaluate, inference_copy
-from .model import DRAFT_KEY, layer_choice, make_draft, project, reduced_vocab, save_draft
+from .model import layer_choice, make_draft, project, reduced_vocab, save_draft
 from .options import DistillOptions
 
 log = logging.getLogger("podscribe")
@@ -82,10 +81,11 @@ def distill(sources: list[str], out_dir: Path, options: DistillOptions, echo=pri
 
 def _load(main_ref, options: DistillOptions):
     """The main model twice over: float32 weights to make the draft from, and the model as jobs run it."""
+    from transformers import WhisperForConditionalGeneration
+
     from ..models.int8 import quantize_linears, weight_only_linears
     from ..models.load import Models, _from_pretrained, _processor
     from ..runtime import pick_runtime
-    from transformers import WhisperForConditionalGeneration
 
     runtime = pick_runtime(options.device, options.compute_type)
     float_runtime = pick_runtime(options.device, "float32")
@@ -173,13 +173,15 @@ def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo) -> Disti
         bar.set_postfix(loss=f"{loss.item():.3f}")
         done = step + 1
         if held_inputs and (done % options.eval_every == 0 or done == steps):
-            result = evaluate(models, inference_copy(accelerator.unwrap_model(model), vocab, models.runtime),
-                              held_inputs, done)
+            result = evaluate(
+                models, inference_copy(accelerator.unwrap_model(model), vocab, models.runtime), held_inputs, done
+            )
             evaluations.append(result)
             bar.write(result.describe())
         if done % options.checkpoint_steps == 0 and done < steps:
-            _checkpoint(training / "checkpoint.pt", done, accelerator, model, optimizer, scheduler, signature,
-                        evaluations)
+            _checkpoint(
+                training / "checkpoint.pt", done, accelerator, model, optimizer, scheduler, signature, evaluations
+            )
     bar.close()
     train_s = time.perf_counter() - t1
     final = accelerator.unwrap_model(model)
@@ -201,13 +203,33 @@ def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo) -> Disti
     from ..models.registry import remember_draft
 
     remember_draft(out_dir, main_ref, options.cache_dir)
-    return DistillResult(out_dir, steps, len(train), len(held_out), len(vocab) if vocab else draft.config.vocab_size,
-                         train_s, label_s, evaluations)
+    return DistillResult(
+        out_dir,
+        steps,
+        len(train),
+        len(held_out),
+        len(vocab) if vocab else draft.config.vocab_size,
+        train_s,
+        label_s,
+        evaluations,
+    )
 
 
 def _signature(options: DistillOptions) -> dict:
-    keep = ("main", "layers", "vocab", "batch_size", "grad_accum", "lr", "warmup_steps", "kl_weight", "ce_weight",
-            "seed", "holdout", "mixed_precision")
+    keep = (
+        "main",
+        "layers",
+        "vocab",
+        "batch_size",
+        "grad_accum",
+        "lr",
+        "warmup_steps",
+        "kl_weight",
+        "ce_weight",
+        "seed",
+        "holdout",
+        "mixed_precision",
+    )
     return {k: getattr(options, k) for k in keep}
 
 
@@ -287,8 +309,18 @@ def _resume(path: Path, accelerator, model, optimizer, scheduler, signature) -> 
 
 def report(result: DistillResult) -> str:
     last = result.evaluations[-1].describe() if result.evaluations else "no held-out pieces to evaluate on"
-    return json.dumps(
-        {"draft": str(result.out_dir), "steps": result.steps, "train_pieces": result.train_pieces,
-         "held_out_pieces": result.held_out_pieces, "vocab": result.vocab_size,
-         "label_s": round(result.label_s, 1), "train_s": round(result.train_s, 1)}
-    ) + "\n" + last
+    return (
+        json.dumps(
+            {
+                "draft": str(result.out_dir),
+                "steps": result.steps,
+                "train_pieces": result.train_pieces,
+                "held_out_pieces": result.held_out_pieces,
+                "vocab": result.vocab_size,
+                "label_s": round(result.label_s, 1),
+                "train_s": round(result.train_s, 1),
+            }
+        )
+        + "\n"
+        + last
+    )

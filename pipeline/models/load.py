@@ -16,10 +16,10 @@ from transformers import (
     WhisperProcessor,
 )
 
+from ..distill.model import apply_draft_vocab, check_draft_fits
 from ..runtime import Runtime
 from ..whisper import Tokens
 from .int8 import quantize_linears, weight_only_linears
-from ..distill.model import apply_draft_vocab, check_draft_fits
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, draft_for, resolve
 
 AUTO = "auto"
