@@ -34,7 +34,8 @@ from pipeline.decode.transcriber import Transcriber  # noqa: E402
 from pipeline.distill.evaluate import step_cost_ratio  # noqa: E402
 from pipeline.distill.options import DistillOptions  # noqa: E402
 from pipeline.distill.train import distill  # noqa: E402
-from pipeline.models.load import Models, load_assistant, load_models  # noqa: E402
+from pipeline.models.int8 import quantize_linears  # noqa: E402
+from pipeline.models.load import Models, load_assistant, load_models, quantized_self_draft  # noqa: E402
 from pipeline.runtime import pick_runtime  # noqa: E402
 
 LONGFORM = Path(__file__).resolve().parents[2] / "shared" / "longform"
@@ -105,7 +106,7 @@ def main() -> None:
             device=args.device,
         )
         t0 = time.perf_counter()
-        result = distill(args.train, draft_dir, opts, echo=print)
+        result = distill(args.train, draft_dir, opts, echo=print, remember=False)  # a bench draft: not for jobs
         report["training"] = {
             "wall_s": round(time.perf_counter() - t0, 1),
             "label_s": round(result.label_s, 1),
@@ -116,17 +117,21 @@ def main() -> None:
             "held_out": [e.describe() for e in result.evaluations],
         }
         print(json.dumps(report["training"], indent=1))
+    # as load_models does: self-int8 and the drafts are made from the float weights, then take the compute type
     runtime = pick_runtime(args.device, args.compute_type)
-    base = load_models("base", "none", runtime)
-    modes = {"base": Models(base.main, base.processor, None, base.main_ref, None, runtime)}
-    if runtime.device.type == "cpu":
-        self_int8 = load_assistant("self-int8", base.main, base.processor, runtime)
-        modes["self-int8"] = Models(base.main, base.processor, self_int8, base.main_ref, "self-int8", runtime)
-    trained = load_assistant(str(draft_dir), base.main, base.processor, runtime)
+    float_runtime = pick_runtime(args.device, "float32")
+    base = load_models("base", "none", float_runtime)
+    self_int8 = quantized_self_draft(base.main) if runtime.device.type == "cpu" else None
+    trained = load_assistant(str(draft_dir), base.main, base.processor, float_runtime)
     if runtime.int8:
-        from pipeline.models.int8 import quantize_linears
-
+        quantize_linears(base.main)
         quantize_linears(trained)
+    elif runtime.dtype != torch.float32:
+        base.main.to(runtime.dtype)
+        trained.to(runtime.dtype)
+    modes = {"base": Models(base.main, base.processor, None, base.main_ref, None, runtime)}
+    if self_int8 is not None:
+        modes["self-int8"] = Models(base.main, base.processor, self_int8, base.main_ref, "self-int8", runtime)
     modes["distilled"] = Models(base.main, base.processor, trained, base.main_ref, str(draft_dir), runtime)
     drafts = [m for m in ("self-int8", "distilled") if m in modes]
     transcriber = Transcriber(modes["base"], DecodeOptions(language="en"))

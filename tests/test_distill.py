@@ -57,14 +57,26 @@ def _distill(sources, out: Path, main: Path, cache: Path, *extra: str) -> subpro
 
 
 @pytest.fixture(scope="module")
-def drafts(tiny_main, clip_dir, tmp_path_factory) -> dict[str, Path]:
-    """A plain and a trimmed draft, each trained a few steps."""
+def dataset_dir(clip_dir, tmp_path_factory) -> Path:
+    """The same clips as an audiofolder dataset (``datasets.load_dataset("audiofolder")``)."""
+    folder = tmp_path_factory.mktemp("audiofolder")
+    names = []
+    for clip in sorted(clip_dir.iterdir()):
+        (folder / clip.name).symlink_to(clip.resolve())
+        names.append(clip.name)
+    (folder / "metadata.csv").write_text("file_name,note\n" + "".join(f"{n},x\n" for n in names))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def drafts(tiny_main, clip_dir, dataset_dir, tmp_path_factory) -> dict[str, Path]:
+    """A plain draft trained on audio files, a trimmed one on the same clips as a dataset, a few steps each."""
     root = tmp_path_factory.mktemp("drafts")
     out = {}
-    for name, extra in (("plain", []), ("trimmed", ["--vocab", "40"])):
-        proc = _distill([clip_dir], root / name, tiny_main, root / "cache", *extra)
+    for name, source, extra in (("plain", clip_dir, []), ("trimmed", dataset_dir, ["--vocab", "40"])):
+        proc = _distill([source], root / name, tiny_main, root / "cache", *extra)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "tokens per main call" in proc.stdout
+        assert "tokens per main call" in proc.stdout and '"train_pieces": 3' in proc.stdout
         out[name] = root / name
     out["cache"] = root / "cache"
     return out
@@ -223,3 +235,12 @@ def test_bad_sources_exit_2_and_write_nothing(base_models, tiny_main, clip_dir, 
     ok = _distill([job], tmp_path / "from-job", tiny_main, cache, "--holdout", "0")
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert (tmp_path / "from-job" / "model.safetensors").is_file()
+
+
+def test_auto_weighs_the_newest_draft_made_for_these_weights(drafts, tiny_main, base_models, tmp_path):
+    runtime = pick_runtime("cpu", "float32")
+    models = load_models(str(tiny_main), "auto", runtime, drafts["cache"])
+    assert models.auto and models.assistant_name == str(drafts["trimmed"])
+    assert models.assistant.draft_vocab_ids is not None
+    other = _saved_main(base_models, tmp_path / "other-main", 12)  # other weights: no draft of its own
+    assert load_models(str(other), "auto", runtime, drafts["cache"]).assistant_name == "self-int8"

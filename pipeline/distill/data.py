@@ -65,9 +65,16 @@ def _is_job_dir(path: Path) -> bool:
 
 
 def _is_dataset_dir(path: Path) -> bool:
-    return path.is_dir() and (
-        any(path.glob("*.parquet")) or any(path.glob("data/*.parquet")) or (path / "metadata.csv").is_file()
-    )
+    """Parquet files, or an audiofolder (a metadata.csv whose header names ``file_name``)."""
+    if not path.is_dir():
+        return False
+    if any(path.glob("*.parquet")) or any(path.glob("data/*.parquet")):
+        return True
+    meta = path / "metadata.csv"
+    if not meta.is_file():
+        return False
+    with open(meta, encoding="utf-8", errors="replace") as f:
+        return "file_name" in f.readline().split(",")
 
 
 def inspect_sources(sources: list[str], main_sha256: str) -> list[Unit]:
@@ -160,11 +167,14 @@ def _job_pieces(path: Path, rows: list[dict]):
 def _dataset_units(path: Path) -> list[Unit]:
     import datasets
 
-    if (path / "metadata.csv").is_file() or not (any(path.glob("*.parquet")) or any(path.glob("data/*.parquet"))):
-        data = datasets.load_dataset("audiofolder", data_dir=str(path), split="train")
-    else:
-        files = sorted(str(p) for p in [*path.glob("*.parquet"), *path.glob("data/*.parquet")])
-        data = datasets.load_dataset("parquet", data_files=files, split="train")
+    files = sorted(str(p) for p in [*path.glob("*.parquet"), *path.glob("data/*.parquet")])
+    try:
+        if files:
+            data = datasets.load_dataset("parquet", data_files=files, split="train")
+        else:
+            data = datasets.load_dataset("audiofolder", data_dir=str(path), split="train")
+    except Exception as exc:  # datasets raises many kinds for a folder it cannot read
+        raise DistillInputError(f"dataset {path} cannot be loaded with datasets: {exc}") from exc
     column = next((n for n, f in data.features.items() if isinstance(f, datasets.Audio)), None)
     if column is None:
         raise DistillInputError(f"dataset {path} has no audio column")

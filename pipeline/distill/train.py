@@ -16,7 +16,6 @@ model deterministically). A checkpoint made under other options or other labels 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import shutil
@@ -32,7 +31,6 @@ from .evaluate import Evaluation, evaluate, inference_copy
 from .model import layer_choice, make_draft, project, reduced_vocab, save_draft
 from .options import DistillOptions
 
-log = logging.getLogger("podscribe")
 TRAINING = "training"  # the run's own folder inside --out: labels cache, checkpoint
 
 
@@ -56,7 +54,9 @@ def _trace(event: str, value: int) -> None:
             f.write(f"{event} {value}\n")
 
 
-def distill(sources: list[str], out_dir: Path, options: DistillOptions, echo=print) -> DistillResult:
+def distill(
+    sources: list[str], out_dir: Path, options: DistillOptions, echo=print, remember: bool = True
+) -> DistillResult:
     """Everything ``podscribe distill`` does. Bad input raises ``DistillInputError`` (exit 2) before anything
     is written, or — a SOURCE found to hold no speech only once it was heard — with what was written removed."""
     from ..models.registry import resolve
@@ -70,7 +70,7 @@ def distill(sources: list[str], out_dir: Path, options: DistillOptions, echo=pri
     training = out_dir / TRAINING
     made_training = not training.exists()
     try:
-        return _run(units, out_dir, main_ref, options, echo)
+        return _run(units, out_dir, main_ref, options, echo, remember)
     except DistillInputError:
         if created:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -101,7 +101,7 @@ def _load(main_ref, options: DistillOptions):
     return Models(main, processor, None, main_ref, None, runtime), draft
 
 
-def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo) -> DistillResult:
+def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo, remember: bool) -> DistillResult:
     from accelerate import Accelerator
     from tqdm import tqdm
 
@@ -147,6 +147,8 @@ def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo) -> Disti
     model, optimizer, scheduler = accelerator.prepare(draft, optimizer, scheduler)
     signature = {"labels": key, "options": _signature(options), "steps": steps}
     start_step, evaluations = _resume(training / "checkpoint.pt", accelerator, model, optimizer, scheduler, signature)
+    if start_step:
+        echo(f"resumed from step {start_step} (training/checkpoint.pt)")
     device = accelerator.device
     vocab_t = None if vocab is None else torch.tensor(vocab, device=device)
     to_small = None
@@ -200,9 +202,10 @@ def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo) -> Disti
     }
     save_draft(final, models.processor, out_dir, info)
     (training / "checkpoint.pt").unlink(missing_ok=True)
-    from ..models.registry import remember_draft
+    if remember:  # for `models list` and `--assistant auto`
+        from ..models.registry import remember_draft
 
-    remember_draft(out_dir, main_ref, options.cache_dir)
+        remember_draft(out_dir, main_ref, options.cache_dir)
     return DistillResult(
         out_dir,
         steps,
@@ -303,7 +306,6 @@ def _resume(path: Path, accelerator, model, optimizer, scheduler, signature) -> 
     accelerator.unwrap_model(model).load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    log.info("resumed from step %d", state["step"])
     return state["step"], [Evaluation(**e) for e in state["evaluations"]]
 
 
