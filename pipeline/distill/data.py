@@ -104,13 +104,7 @@ def inspect_sources(sources: list[str], main_sha256: str) -> list[Unit]:
 
 
 def _audio_unit(path: Path) -> Unit:
-    def pieces():
-        from .. import audio
-
-        for p in audio.pieces(path):
-            yield p.index, p.samples, None
-
-    return Unit(str(path), pieces)
+    return Unit(str(path), _file_pieces(path))
 
 
 def _job_units(path: Path, main_sha256: str) -> list[Unit]:
@@ -169,20 +163,28 @@ def _dataset_units(path: Path) -> list[Unit]:
 
     files = sorted(str(p) for p in [*path.glob("*.parquet"), *path.glob("data/*.parquet")])
     try:
-        if files:
-            data = datasets.load_dataset("parquet", data_files=files, split="train")
-        else:
-            data = datasets.load_dataset("audiofolder", data_dir=str(path), split="train")
+        if not files:  # an audiofolder: its metadata through datasets' csv reader, the audio by ffmpeg (datasets'
+            # own audiofolder builder encodes every file with torchcodec, which podscribe does not need)
+            meta = datasets.load_dataset("csv", data_files=str(path / "metadata.csv"), split="train")
+            return [Unit(str(path / name), _file_pieces(path / name)) for name in meta["file_name"]]
+        data = datasets.load_dataset("parquet", data_files=files, split="train")
     except Exception as exc:  # datasets raises many kinds for a folder it cannot read
         raise DistillInputError(f"dataset {path} cannot be loaded with datasets: {exc}") from exc
     column = next((n for n, f in data.features.items() if isinstance(f, datasets.Audio)), None)
     if column is None:
         raise DistillInputError(f"dataset {path} has no audio column")
     data = data.cast_column(column, datasets.Audio(decode=False))  # decoded by ffmpeg, as every input is
-    units = []
-    for i in range(len(data)):
-        units.append(Unit(f"{path}#{i}", _dataset_pieces(data, column, i)))
-    return units
+    return [Unit(f"{path}#{i}", _dataset_pieces(data, column, i)) for i in range(len(data))]
+
+
+def _file_pieces(path: Path):
+    def pieces():
+        from .. import audio
+
+        for p in audio.pieces(path):
+            yield p.index, p.samples, None
+
+    return pieces
 
 
 def _dataset_pieces(data, column: str, row: int):
