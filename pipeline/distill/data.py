@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -228,34 +229,50 @@ def sources_key(units: list[Unit], main_sha256: str, options) -> str:
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
 
 
-def label(units: list[Unit], models, options, cache: Path, key: str, progress=None) -> list[Example]:
+def label(units: list[Unit], models, options, cache: Path, key: str) -> list[Example]:
     """Every piece through the transcription gate and the main model: the examples, their encoder outputs and
-    teacher targets written under ``cache`` (reused when ``index.json`` says they were made for ``key``)."""
-    index = cache / "index.json"
-    if index.is_file():
-        stored = json.loads(index.read_text())
-        if stored.get("key") == key:
-            return [Example(**e) for e in stored["examples"]]
+    teacher targets written under ``cache``. Labelling is most of a short run's time, so it resumes too: each
+    finished file's examples are appended to ``labels.jsonl`` (one line per file, after the ``key`` line; a torn
+    last line is a file not finished), and a run with the same ``key`` labels only the files not in it."""
+    journal = cache / "labels.jsonl"
+    done: dict[str, list[Example]] = {}
+    if journal.is_file():
+        lines = journal.read_text().split("\n")
+        if lines and lines[0] == json.dumps({"key": key}):
+            for line in lines[1:]:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    break  # a torn last line: that file is labelled again
+                done[row["file"]] = [Example(**e) for e in row["examples"]]
+        else:
+            shutil.rmtree(cache)
     cache.mkdir(parents=True, exist_ok=True)
+    if not journal.is_file() or not done:
+        journal.write_text(json.dumps({"key": key}) + "\n")
     labeller = _Labeller(models, options, cache)
     examples: list[Example] = []
     for unit in units:
+        if options.max_pieces and len(examples) >= options.max_pieces:
+            break
+        if unit.key in done:
+            examples += done[unit.key]
+            continue
+        mine: list[Example] = []
         pending = []
         for piece in unit.pieces():
             pending.append(piece)
             if len(pending) == LABEL_BATCH:
-                examples += labeller.run(unit.key, pending)
+                mine += labeller.run(unit.key, pending)
                 pending = []
-            if options.max_pieces and len(examples) + len(pending) >= options.max_pieces:
+            if options.max_pieces and len(examples) + len(mine) + len(pending) >= options.max_pieces:
                 break
-        examples += labeller.run(unit.key, pending)
-        if progress is not None:
-            progress(len(examples))
-        if options.max_pieces and len(examples) >= options.max_pieces:
-            break
-    tmp = index.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"key": key, "examples": [asdict(e) for e in examples]}))
-    os.replace(tmp, index)
+        mine += labeller.run(unit.key, pending)
+        with open(journal, "a") as f:
+            f.write(json.dumps({"file": unit.key, "examples": [asdict(e) for e in mine]}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        examples += mine
     return examples
 
 
@@ -266,7 +283,7 @@ class _Labeller:
 
         self.models, self.options, self.cache = models, options, cache
         self.transcriber = Transcriber(models, DecodeOptions(language=options.language), use_assistant=False)
-        self.count = len(list(cache.glob("*.pt")))
+        self.count = max((int(p.stem) for p in cache.glob("*.pt")), default=-1) + 1
 
     @torch.inference_mode()
     def run(self, file_key: str, pieces: list) -> list[Example]:
