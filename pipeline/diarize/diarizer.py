@@ -74,7 +74,7 @@ class Diarizer:
         if self.options.backend == "pyannote":
             return self._pyannote.turns(path)
         o = self.options
-        parts = short.stretches(rows)
+        parts = short.stretches(rows, short.pauses(audio.stream(path, duration_s)))
         regions = [(p.lo_s, p.hi_s) for p in parts]
         spans, embeddings = self.embed(Stream(audio.stream(path, duration_s)), regions)
         if not spans:

@@ -25,6 +25,9 @@ SHORT_S = 1.5  # stretches shorter than this are judged on their own embedding
 PAD_S = 0.25  # at most this much of the pause on each side goes into a stretch's window
 MARGIN = 0.05  # cosine by which the nearest centre must beat the next to decide alone
 ENDS = (".", "?", "!", "…")
+QUIET_DB = 30.0  # a 10 ms frame this far under the file's speech level is part of a pause
+FRAME = 160  # 10 ms
+MIN_PIECE_S = 0.05  # a sliver of speech between two pauses joins its neighbour
 
 
 @dataclass(frozen=True)
@@ -52,31 +55,66 @@ def _units(rows: list[dict]) -> list[tuple[float, float, str]]:
     return sorted(out, key=lambda u: (u[0], u[1]))
 
 
-def stretches(rows: list[dict], pause_s: float = PAUSE_S, pad_s: float = PAD_S) -> list[Stretch]:
-    """The speech cut at pauses of ``pause_s``, in time order, each padded within the pauses around it."""
-    groups: list[list] = []  # [start, end, first text, text before]
-    previous = ""
-    for lo, hi, text in _units(rows):
-        if groups and lo < groups[-1][1] + pause_s:
-            groups[-1][1] = max(groups[-1][1], hi)
+def pauses(blocks, pause_s: float = PAUSE_S, quiet_db: float = QUIET_DB) -> list[tuple[float, float]]:
+    """Pauses in the audio: runs of 10 ms frames at least ``quiet_db`` under the file's speech level (its 95th
+    percentile frame), ``pause_s`` or longer. Word timings cannot place them: DTW stretches a word over the
+    pause after it. A file without such quiet (music or noise under the voices) has none."""
+    levels, rest = [], np.zeros(0, np.float32)
+    for block in blocks:
+        x = np.concatenate([rest, block])
+        n = len(x) // FRAME
+        frames = x[: n * FRAME].reshape(n, FRAME).astype(np.float64)
+        levels.append(10 * np.log10(np.mean(np.square(frames), axis=1) + 1e-12))
+        rest = x[n * FRAME :]
+    if not levels:
+        return []
+    db = np.concatenate(levels)
+    if not len(db):
+        return []
+    quiet = np.concatenate([[False], db < np.percentile(db, 95) - quiet_db, [False]])
+    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
+    step = FRAME / 16_000
+    return [(a * step, b * step) for a, b in zip(edges[::2], edges[1::2]) if (b - a) * step >= pause_s]
+
+
+def stretches(
+    rows: list[dict], quiet: list[tuple[float, float]] = (), pause_s: float = PAUSE_S, pad_s: float = PAD_S
+) -> list[Stretch]:
+    """The speech of the transcript (its words merged over gaps under ``pause_s``) cut at the audio's pauses
+    (``quiet``, from ``pauses``), in time order, each padded within the pauses around it."""
+    units = _units(rows)
+    merged: list[list[float]] = []
+    for lo, hi, _ in units:
+        if merged and lo < merged[-1][1] + pause_s:
+            merged[-1][1] = max(merged[-1][1], hi)
         else:
-            groups.append([lo, hi, text, previous])
-        previous = text
+            merged.append([lo, hi])
+    spans, q = [], 0
+    for lo, hi in merged:
+        while q < len(quiet) and quiet[q][1] <= lo:
+            q += 1
+        k, start, pieces = q, lo, []
+        while k < len(quiet) and quiet[k][0] < hi:
+            a, b = quiet[k]
+            if a - start >= MIN_PIECE_S:
+                pieces.append((start, a))
+            start = max(start, b)
+            k += 1
+        if hi - start >= MIN_PIECE_S:
+            pieces.append((start, hi))
+        spans += pieces or [(lo, hi)]  # words the audio calls quiet all through are labelled all the same
+    mids = [0.5 * (u[0] + u[1]) for u in units]
     out = []
-    for k, (lo, hi, first, before) in enumerate(groups):
-        gap_before = lo - groups[k - 1][1] if k else 2 * pad_s
-        gap_after = groups[k + 1][0] - hi if k + 1 < len(groups) else 2 * pad_s
-        first = first.strip()
-        opens = not before.strip() or before.strip().rstrip("\"')]”").endswith(ENDS)
-        out.append(
-            Stretch(
-                lo,
-                hi,
-                max(0.0, lo - min(pad_s, gap_before / 2)),
-                hi + min(pad_s, gap_after / 2),
-                bool(first) and first[0].isupper() and opens,
-            )
-        )
+    for k, (lo, hi) in enumerate(spans):
+        gap_before = lo - spans[k - 1][1] if k else 2 * pad_s
+        gap_after = spans[k + 1][0] - hi if k + 1 < len(spans) else 2 * pad_s
+        first = next((i for i, m in enumerate(mids) if lo <= m < hi), None)
+        opens = False
+        if first is not None:
+            text = units[first][2].strip()
+            before = units[first - 1][2].strip().rstrip("\"')]”") if first else ""
+            opens = bool(text) and text[0].isupper() and (not before or before.endswith(ENDS))
+        out.append(Stretch(lo, hi, max(0.0, lo - min(pad_s, gap_before / 2)), hi + min(pad_s, gap_after / 2), opens))
     return out
 
 
