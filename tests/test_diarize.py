@@ -562,3 +562,76 @@ def test_speaker_options_without_diarize_and_a_missing_backend_are_refused_befor
     )
     assert result.returncode == 2, result.stderr
     assert "pip install 'podscribe[pyannote]'" in result.stderr and not out.exists()
+
+
+# Two and three readers in quick exchange (bench/exchanges.py cuts the short turns at the clips' own pauses):
+# long turns with turns of 0.3-1.0 s between them, 0.2-0.7 s pauses, as in real talk.
+QUICK = (
+    ["lj", "man", "lj", "man", "sb1", "lj", "man", "sb1", "lj", "sb1", "man", "lj"],
+    ["long", "short", "long", "long", "short", "long", "short", "long", "short", "long", "short", "long"],
+)
+BASE_ARGS = ["--model", "base", "-q"]
+
+
+def spoken_by(truth, start_s: float, end_s: float) -> str | None:
+    middle = 0.5 * (start_s + end_s)
+    return next((t.who for t in truth if t.start_s - 0.1 <= middle <= t.end_s + 0.1), None)
+
+
+@pytest.mark.model
+def test_quick_exchanges_every_short_turn_gets_its_speaker_and_splits_its_segment(clips, cache_dir, tmp_path):
+    """Short turns by three real voices, one of them inside a segment the decoder made: labelled later (nothing
+    decoded again), each short turn gets its reader's label, the count is right, and no segment holds words of
+    two readers."""
+    import sys
+
+    sys.path.insert(0, str(conftest.REPO / "bench"))
+    import exchanges
+
+    x, truth = exchanges.build(conftest.SPEECH, *QUICK, seed=5)
+    assert {round(t.end_s - t.start_s, 1) for t in truth if t.kind == "short"} <= {
+        0.3,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+        1.0,
+    }
+    path, out, trace = tmp_path / "quick.wav", tmp_path / "job", tmp_path / "trace"
+    write_wav(path, x)
+    args = [*BASE_ARGS, "--word-timestamps"]
+    code, _, stderr = finish(start(out, [path], cache_dir, None, args=args), timeout=900)
+    assert code == 0, stderr
+    before = read_segments(out)
+    inside = [
+        t
+        for t in truth
+        if t.kind == "short" and any(s["start_s"] < t.start_s - 0.1 and s["end_s"] > t.end_s + 0.1 for s in before)
+    ]
+    assert inside, "a short turn inside a decoded segment"
+
+    code, _, stderr = finish(start(out, [path], cache_dir, trace, "--diarize", args=args), timeout=900)
+    assert code == 0, stderr
+    assert not [line for line in lines(trace) if line.startswith("decoded")]
+    after = read_segments(out)
+    assert pq.read_table(out / "files").to_pylist()[0]["n_speakers"] == 3
+    # each reader's label: the one on most of its long turns' words
+    votes: dict[str, dict[str, int]] = {}
+    for s in after:
+        for w in s["words"]:
+            who = spoken_by([t for t in truth if t.kind == "long"], w["start_s"], w["end_s"])
+            if who:
+                votes.setdefault(who, {}).setdefault(w["speaker"], 0)
+                votes[who][w["speaker"]] += 1
+    label = {who: max(v, key=v.get) for who, v in votes.items()}
+    assert len(set(label.values())) == 3
+    for t in truth:
+        if t.kind == "short":
+            said = [w for s in after for w in s["words"] if t.start_s <= 0.5 * (w["start_s"] + w["end_s"]) <= t.end_s]
+            assert said, t
+            assert {w["speaker"] for w in said} == {label[t.who]}, (t, said)
+    for s in after:  # segments split at every change: one reader's words in each
+        readers = {spoken_by(truth, w["start_s"], w["end_s"]) for w in s["words"]} - {None}
+        assert len(readers) <= 1 and {w["speaker"] for w in s["words"]} == {s["speaker"]}, s
