@@ -1,25 +1,23 @@
-"""Speaker labels on the long-form set: diarization error against the references' speakers, counts, cost.
+"""Speaker labels: sentences with the right speaker per turn length, speech time right, counts, cost.
 
     .venv/bin/python bench/bench_diarize.py [--job-dir DIR] [--longform ../shared/longform] [--model base]
+        [--rules sentence,keep,nearest] [--words-cost] [--skip-exchanges] [--skip-longform] [--skip-clips]
 
-Transcribes the episodes with podscribe (`--model base --word-timestamps`, into --job-dir, reused when it is
-already finished there), then times the diarize stage (`Diarizer.label`, model load outside the clock) on each
-file's segments, as `--diarize` runs it, and scores it on a 10 ms grid:
+Quick exchanges: conversations built from ../shared/speech's real clips by exchanges.py (seeded, not tuned
+to): two or three readers, long turns with turns of 0.3-1.0 s (and some of 1-2 s) between them, 0.2-0.7 s
+pauses. Then the long-form set (../shared/longform). Both are transcribed with podscribe (`--model base`,
+word timings; reused when finished in --job-dir), then labelled as `--diarize` does (`Diarizer.label`, model
+load outside the clock), once per short-turn rule (short.py), and scored:
 
-  right       reference speech time labelled with its speaker, after the best one-to-one mapping of labels
-  confusion   reference speech time labelled with another speaker
-  missed      reference speech time no labelled word/segment covers (mostly the transcript's own gaps)
-  false       labelled time outside every reference sentence (mostly pauses inside segments)
-  DER         (confusion + missed + false) / reference speech time
+  sentences   a reference sentence (a turn, in the exchanges) is right when the label with most word time
+              inside it maps to its speaker (best one-to-one mapping of labels); bucketed by the length of the
+              turn it is in (< 0.5 s, 0.5-1 s, 1-2 s, > 2 s); "no words": the transcript has none there
+  time right  reference speech time labelled with its speaker on a 10 ms grid (same mapping)
+  cost        diarize seconds per audio minute, and as a share of the transcription's wall time
 
-"oracle windows" runs the same embedder and clustering on windows over the reference sentences (clustering
-alone, no transcript). Cost: diarize seconds per audio minute, and as a share of the transcription's wall time.
-
-Then conversations built from ../shared/speech's real clips, grouped by who speaks in them (LJSpeech's
-reader, a LibriSpeech reader, SpeechBrain's two speakers, a LibriVox reader, ...), joined in turns with
-0.5-1.2 s pauses, plus single-speaker files and two espeak-ng voices reading examples/episode.txt: found
-vs true speaker count and the share of speech time right, with the clips' own spans as the speech
-(`--skip-clips` leaves them out; `--skip-longform` the long-form set).
+``--words-cost`` also transcribes without word timings (what they cost; noisy on a shared machine). Last,
+conversations joined from whole clips (0.5-1.2 s pauses), one-speaker files and two espeak-ng voices, with
+the clips' own spans as the speech: found vs true speaker count and the share of speech time right.
 """
 
 from __future__ import annotations
