@@ -1,25 +1,23 @@
-"""Speaker labels on the long-form set: diarization error against the references' speakers, counts, cost.
+"""Speaker labels: sentences with the right speaker per turn length, speech time right, counts, cost.
 
     .venv/bin/python bench/bench_diarize.py [--job-dir DIR] [--longform ../shared/longform] [--model base]
+        [--rules sentence,keep,nearest] [--words-cost] [--skip-exchanges] [--skip-longform] [--skip-clips]
 
-Transcribes the episodes with podscribe (`--model base --word-timestamps`, into --job-dir, reused when it is
-already finished there), then times the diarize stage (`Diarizer.label`, model load outside the clock) on each
-file's segments, as `--diarize` runs it, and scores it on a 10 ms grid:
+Quick exchanges: conversations built from ../shared/speech's real clips by exchanges.py (seeded, not tuned
+to): two or three readers, long turns with turns of 0.3-1.0 s (and some of 1-2 s) between them, 0.2-0.7 s
+pauses. Then the long-form set (../shared/longform). Both are transcribed with podscribe (`--model base`,
+word timings; reused when finished in --job-dir), then labelled as `--diarize` does (`Diarizer.label`, model
+load outside the clock), once per short-turn rule (short.py), and scored:
 
-  right       reference speech time labelled with its speaker, after the best one-to-one mapping of labels
-  confusion   reference speech time labelled with another speaker
-  missed      reference speech time no labelled word/segment covers (mostly the transcript's own gaps)
-  false       labelled time outside every reference sentence (mostly pauses inside segments)
-  DER         (confusion + missed + false) / reference speech time
+  sentences   a reference sentence (a turn, in the exchanges) is right when the label with most word time
+              inside it maps to its speaker (best one-to-one mapping of labels); bucketed by the length of the
+              turn it is in (< 0.5 s, 0.5-1 s, 1-2 s, > 2 s); "no words": the transcript has none there
+  time right  reference speech time labelled with its speaker on a 10 ms grid (same mapping)
+  cost        diarize seconds per audio minute, and as a share of the transcription's wall time
 
-"oracle windows" runs the same embedder and clustering on windows over the reference sentences (clustering
-alone, no transcript). Cost: diarize seconds per audio minute, and as a share of the transcription's wall time.
-
-Then conversations built from ../shared/speech's real clips, grouped by who speaks in them (LJSpeech's
-reader, a LibriSpeech reader, SpeechBrain's two speakers, a LibriVox reader, ...), joined in turns with
-0.5-1.2 s pauses, plus single-speaker files and two espeak-ng voices reading examples/episode.txt: found
-vs true speaker count and the share of speech time right, with the clips' own spans as the speech
-(`--skip-clips` leaves them out; `--skip-longform` the long-form set).
+``--words-cost`` also transcribes without word timings (what they cost; noisy on a shared machine). Last,
+conversations joined from whole clips (0.5-1.2 s pauses), one-speaker files and two espeak-ng voices, with
+the clips' own spans as the speech: found vs true speaker count and the share of speech time right.
 """
 
 from __future__ import annotations
@@ -41,6 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.diarize.diarizer import Diarizer  # noqa: E402
 from pipeline.diarize.options import DiarizeOptions  # noqa: E402
 from pipeline.manifest import JobDir  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exchanges  # noqa: E402
 
 STEP_S = 0.01
 
@@ -86,6 +87,72 @@ def hypothesis_spans(segments: list[dict]) -> list[tuple[float, float, str]]:
             (s["start_s"], s["end_s"], s["speaker"])
         ]
     return out
+
+
+def mapping(reference, hypothesis) -> dict[str, str]:
+    """Hypothesis label -> reference speaker: the one-to-one mapping with most overlapping time."""
+    time: dict[tuple[str, str], float] = {}
+    for a, b, who in reference:
+        for lo, hi, lab in hypothesis:
+            overlap = min(b, hi) - max(a, lo)
+            if overlap > 0:
+                time[(who, lab)] = time.get((who, lab), 0.0) + overlap
+    people = sorted({w for w, _ in time})
+    labels = sorted({lab for _, lab in time})
+    best = max(
+        itertools.permutations(labels + [None] * len(people), len(people)),
+        key=lambda perm: sum(time.get((p, lab), 0.0) for p, lab in zip(people, perm)),
+    )
+    return {lab: p for p, lab in zip(people, best) if lab}
+
+
+def sentence_scores(reference: list[tuple[float, float, str]], hypothesis, turn_length: list[float]) -> dict:
+    """Per reference sentence: right when the label with most word time inside it maps to its speaker. Bucketed
+    by the length of the turn (run of one speaker's sentences) the sentence is in; no words: counted wrong."""
+    names = mapping(reference, hypothesis)
+    out = {b: [0, 0, 0] for b in exchanges.BUCKETS}  # right, total, without words
+    for (a, b, who), length in zip(reference, turn_length):
+        time: dict[str, float] = {}
+        for lo, hi, lab in hypothesis:
+            overlap = min(b, hi) - max(a, lo)
+            if overlap > 0:
+                time[lab] = time.get(lab, 0.0) + overlap
+        cell = out[exchanges.bucket(length)]
+        cell[1] += 1
+        if not time:
+            cell[2] += 1
+        elif names.get(max(time, key=time.get)) == who:
+            cell[0] += 1
+    return out
+
+
+def turn_lengths(reference: list[tuple[float, float, str]], pause_s: float = 1.5) -> list[float]:
+    """Each sentence's turn length: consecutive sentences of one speaker (apart by < pause_s) are one turn."""
+    out, k = [], 0
+    while k < len(reference):
+        j = k
+        while (
+            j + 1 < len(reference)
+            and reference[j + 1][2] == reference[k][2]
+            and reference[j + 1][0] - reference[j][1] < pause_s
+        ):
+            j += 1
+        out += [reference[j][1] - reference[k][0]] * (j - k + 1)
+        k = j + 1
+    return out
+
+
+def add_cells(total: dict, cells: dict) -> None:
+    for b, (r, n, m) in cells.items():
+        cell = total.setdefault(b, [0, 0, 0])
+        cell[0], cell[1], cell[2] = cell[0] + r, cell[1] + n, cell[2] + m
+
+
+def cells_line(cells: dict) -> str:
+    right = sum(c[0] for c in cells.values())
+    total = sum(c[1] for c in cells.values())
+    parts = [f"{b} {c[0]}/{c[1]}" + (f" ({c[2]} no words)" if c[2] else "") for b, c in cells.items() if c[1]]
+    return f"{right}/{total} = {right / max(total, 1):.1%}   " + "   ".join(parts)
 
 
 SPEECH_GROUPS = {
@@ -172,6 +239,119 @@ def clip_conversations(diarizer: Diarizer, speech: Path, here: Path) -> None:
         print(f"{name:28} {got['speakers_ref']:>10}/{got['speakers_found']:<9} {got['right']:7.1%}")
 
 
+EXCHANGES = [(["lj", "man"], 1), (["lj", "sb1", "gb0"], 2), (["gb0", "lj"], 3), (["man", "sb1", "lj"], 4)]
+N_TURNS = 24
+
+
+def transcribe(args, paths: list[Path], job_dir: Path, words: bool = True) -> dict[str, tuple[dict, list[dict]]]:
+    """Each file's row and segments (time order), transcribed with ``args.model`` (reused when finished)."""
+    from pipeline.decode import DecodeOptions
+    from pipeline.runner import JobOptions, run
+
+    run(
+        [str(p) for p in paths],
+        JobOptions(job_dir, model=args.model, progress=False, decode=DecodeOptions(word_timestamps=words)),
+    )
+    job = JobDir(job_dir)
+    segments: dict[str, list[dict]] = {}
+    for s in job.read("segments").to_pylist():
+        segments.setdefault(s["file_id"], []).append(s)
+    return {
+        Path(r["path"]).name: (r, sorted(segments.get(r["file_id"], []), key=lambda s: s["segment"]))
+        for r in job.file_rows()
+    }
+
+
+def words_cost(args, paths: list[Path], job_dir: Path, with_words: dict) -> None:
+    """The transcription's wall time without word timings, beside the one with them (same files, same run)."""
+    without = transcribe(args, paths, job_dir, words=False)
+    a = sum(with_words[p.name][0]["wall_s"] for p in paths)
+    b = sum(without[p.name][0]["wall_s"] for p in paths)
+    print(f"word timings: transcription {b:.1f} s without, {a:.1f} s with (+{a / b - 1:.1%})")
+
+
+def label_all(diarizer, files, items, reference_of, turn_length_of, title: str) -> dict:
+    """Labels every file with ``diarizer`` (timed), prints per file and overall: sentences right per bucket."""
+    total: dict = {}
+    diarize_s = wall_s = audio_s = 0.0
+    results = {}
+    print(f"\n{title}")
+    for name, path in items:
+        row, segs = files[path.name]
+        t0 = time.perf_counter()
+        labelled, _ = diarizer.label(path, segs, row["duration_s"])
+        seconds = time.perf_counter() - t0
+        reference = reference_of(name)
+        hyp = hypothesis_spans(labelled)
+        got = score(reference, hyp, row["duration_s"])
+        cells = sentence_scores(reference, hyp, turn_length_of(name))
+        add_cells(total, cells)
+        diarize_s, wall_s, audio_s = diarize_s + seconds, wall_s + row["wall_s"], audio_s + row["duration_s"]
+        results[name] = {**got, "cells": cells, "diarize_s": seconds, "transcribe_wall_s": row["wall_s"]}
+        print(
+            f"  {name:22} spk {got['speakers_ref']}/{got['speakers_found']}  time right {got['right']:6.1%}  "
+            f"sentences {cells_line(cells)}  {seconds / (row['duration_s'] / 60):.2f} s/min  {seconds / row['wall_s']:.1%}"
+        )
+    print(
+        f"  {'all':22} sentences {cells_line(total)}  "
+        f"{diarize_s / (audio_s / 60):.2f} s/min  cost {diarize_s / wall_s:.1%} of transcription"
+    )
+    return {"files": results, "cells": total, "diarize_s": diarize_s, "transcribe_wall_s": wall_s}
+
+
+def quick_exchanges(args, diarizers: dict) -> dict:
+    """Conversations built from the real clips (exchanges.py, seeded): long turns with short ones between."""
+    folder = args.job_dir / "exchanges-audio"
+    folder.mkdir(parents=True, exist_ok=True)
+    truths, items = {}, []
+    for readers, seed in EXCHANGES:
+        name = f"{'+'.join(readers)} #{seed}"
+        x, truth = exchanges.build(args.speech, *exchanges.plan(readers, N_TURNS, seed), seed)
+        path = folder / f"{'_'.join(readers)}_{seed}.wav"
+        if not path.exists():
+            exchanges.write_wav(path, x)
+        truths[name] = truth
+        items.append((name, path))
+    files = transcribe(args, [p for _, p in items], args.job_dir / "exchanges")
+    if args.words_cost:
+        words_cost(args, [p for _, p in items], args.job_dir / "exchanges-nowords", files)
+    return {
+        rule: label_all(
+            d,
+            files,
+            items,
+            lambda n: [(t.start_s, t.end_s, t.who) for t in truths[n]],
+            lambda n: [t.end_s - t.start_s for t in truths[n]],
+            f"quick exchanges from the real clips, short-turn rule {rule!r}",
+        )
+        for rule, d in diarizers.items()
+    }
+
+
+def longform(args, diarizers: dict) -> dict:
+    episodes = sorted(p.name[: -len(".ref.json")] for p in args.longform.glob("*.ref.json"))
+    refs = {e: json.loads((args.longform / f"{e}.ref.json").read_text()) for e in episodes}
+    items = [(e, args.longform / refs[e]["audio"]) for e in episodes]
+    files = transcribe(args, [p for _, p in items], args.job_dir)
+    if args.words_cost:
+        words_cost(args, [p for _, p in items], args.job_dir.with_name(args.job_dir.name + "-nowords"), files)
+
+    def reference(e):
+        return [(s["start"], s["end"], s["speaker"]) for s in refs[e]["sentences"]]
+
+    return {
+        rule: label_all(
+            d,
+            files,
+            items,
+            reference,
+            lambda e: turn_lengths(reference(e)),
+            f"long-form set, short-turn rule {rule!r}",
+        )
+        for rule, d in diarizers.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = Path(__file__).resolve().parents[1]
@@ -182,82 +362,23 @@ def main() -> None:
     )
     parser.add_argument("--job-dir", type=Path, default=Path("/tmp/podscribe-bench-diarize"))
     parser.add_argument("--model", default="base")
-    parser.add_argument("--hop", type=float, default=DiarizeOptions.hop_s, help="window hop, s")
-    parser.add_argument("--window", type=float, default=DiarizeOptions.window_s, help="window length, s")
-    parser.add_argument("--change", type=float, default=None, help="diarizer.CHANGE (refine below this cosine)")
+    parser.add_argument("--rules", default="sentence,keep,nearest", help="short-turn rules to compare")
     parser.add_argument("--speech", type=Path, default=here.parent / "shared" / "speech")
+    parser.add_argument("--words-cost", action="store_true", help="also transcribe without word timings, timed")
     parser.add_argument("--skip-clips", action="store_true")
+    parser.add_argument("--skip-exchanges", action="store_true")
     parser.add_argument("--skip-longform", action="store_true")
     parser.add_argument("--out", type=Path, help="results as JSON")
     args = parser.parse_args()
 
-    if args.change is not None:
-        import pipeline.diarize.diarizer as module
-
-        module.CHANGE = args.change
-    diarizer = Diarizer(DiarizeOptions(window_s=args.window, hop_s=args.hop))
-    if not args.skip_longform:
-        longform(args, diarizer)
-    if not args.skip_clips:
-        clip_conversations(diarizer, args.speech, here)
-
-
-def longform(args, diarizer: Diarizer) -> None:
-    episodes = sorted(p.name[: -len(".ref.json")] for p in args.longform.glob("*.ref.json"))
-    refs = {e: json.loads((args.longform / f"{e}.ref.json").read_text()) for e in episodes}
-    audio = {e: args.longform / refs[e]["audio"] for e in episodes}
-
-    from pipeline.decode import DecodeOptions
-    from pipeline.runner import JobOptions, run
-
-    run(
-        [str(p) for p in audio.values()],
-        JobOptions(args.job_dir, model=args.model, progress=False, decode=DecodeOptions(word_timestamps=True)),
-    )
-    job = JobDir(args.job_dir)
-    files = {Path(r["path"]).name: r for r in job.file_rows()}
-    segments: dict[str, list[dict]] = {}
-    for s in job.read("segments").to_pylist():
-        segments.setdefault(s["file_id"], []).append(s)
-
+    diarizers = {rule: Diarizer(DiarizeOptions(short_rule=rule)) for rule in args.rules.split(",")}
     results = {}
-    for e in episodes:
-        row = files[audio[e].name]
-        segs = sorted(segments[row["file_id"]], key=lambda s: s["segment"])
-        t0 = time.perf_counter()
-        labelled, n_speakers = diarizer.label(audio[e], segs, row["duration_s"])
-        seconds = time.perf_counter() - t0
-        reference = [(s["start"], s["end"], s["speaker"]) for s in refs[e]["sentences"]]
-        got = score(reference, hypothesis_spans(labelled), row["duration_s"])
-        oracle_rows = [
-            {"start_s": a, "end_s": b, "words": None, "segment": i, "text": "", "flags": []}
-            for i, (a, b, _) in enumerate(reference)
-        ]
-        oracle = score(
-            reference, hypothesis_spans(diarizer.label(audio[e], oracle_rows, row["duration_s"])[0]), row["duration_s"]
-        )
-        results[e] = {
-            **got,
-            "oracle_right": oracle["right"],
-            "oracle_speakers": oracle["speakers_found"],
-            "diarize_s": seconds,
-            "audio_min": row["duration_s"] / 60,
-            "s_per_audio_min": seconds / (row["duration_s"] / 60),
-            "transcribe_wall_s": row["wall_s"],
-            "share_of_transcription": seconds / row["wall_s"],
-        }
-    head = f"{'episode':14} {'spk ref/found':>13} {'right':>6} {'conf':>6} {'missed':>6} {'false':>6} {'DER':>6} {'oracle':>7} {'s/min':>6} {'cost':>6}"
-    print(head)
-    for e, r in results.items():
-        print(
-            f"{e:14} {r['speakers_ref']:>6}/{r['speakers_found']:<6} {r['right']:6.1%} {r['confusion']:6.1%} {r['missed']:6.1%} "
-            f"{r['false']:6.1%} {r['DER']:6.1%} {r['oracle_right']:7.1%} {r['s_per_audio_min']:6.2f} {r['share_of_transcription']:6.1%}"
-        )
-    total_s = sum(r["diarize_s"] for r in results.values())
-    print(
-        f"all: {total_s:.1f} s of diarization for {sum(r['audio_min'] for r in results.values()):.1f} audio min "
-        f"({total_s / sum(r['transcribe_wall_s'] for r in results.values()):.1%} of the transcription's wall time)"
-    )
+    if not args.skip_exchanges:
+        results["exchanges"] = quick_exchanges(args, diarizers)
+    if not args.skip_longform:
+        results["longform"] = longform(args, diarizers)
+    if not args.skip_clips:
+        clip_conversations(next(iter(diarizers.values())), args.speech, here)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
 

@@ -15,7 +15,7 @@ import click
 from . import errors, jobfile
 from .audio import CutOptions
 from .decode.options import DecodeOptions
-from .diarize.options import BACKENDS, DiarizeOptions
+from .diarize.options import BACKENDS, DiarizeOptions, decoded_without_words
 from .distill.command import distill_command
 from .errors import PodscribeError
 from .export import FORMATS, CueRules
@@ -419,8 +419,8 @@ def _settings(flags: dict, job: dict | None = None) -> dict:
     settings.update({k: v for k, v in (job or {}).items() if k in DEFAULTS})
     settings.update({k: v for k, v in flags.items() if k in DEFAULTS and v is not None})
     settings["subtitles"] = _formats(settings["subtitles"]) or []
-    if settings["word_timestamps"] is None:
-        settings["word_timestamps"] = bool(settings["subtitles"])
+    if settings["word_timestamps"] is None:  # on for subtitles; for --diarize, _job_options decides
+        settings["word_timestamps"] = bool(settings["subtitles"]) or (None if settings["diarize"] else False)
     return settings
 
 
@@ -444,6 +444,8 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             if not parent.is_dir():
                 raise click.UsageError(f"--out {out_dir}: {parent} is a file, not a folder")
             break
+    if settings["word_timestamps"] is None:  # --diarize splits segments at a change of speaker: it needs the words
+        settings["word_timestamps"] = not decoded_without_words(out_dir)
     try:
         return JobOptions(
             out_dir=out_dir,

@@ -16,7 +16,7 @@ import torch
 
 from helpers import JOB_ARGS, finish, lines, podscribe, start, write_wav
 from pipeline import audio
-from pipeline.diarize import cluster, turns
+from pipeline.diarize import cluster, short, turns
 from pipeline.diarize.diarizer import Stream
 from pipeline.diarize.options import DiarizeOptions
 from pipeline.errors import UsageProblem
@@ -208,6 +208,120 @@ def test_windows_are_refined_only_where_the_voice_changes():
     got = turns.turns(regions, spans, [int(v) for v in labels])
     change = [t.end_s for t in got[:-1] if t.end_s < 20.0]
     assert len(change) == 1 and abs(change[0] - 10.3) <= 1.5 / 4
+
+
+def test_stretches_are_cut_at_pauses_and_padded_only_into_them():
+    rows = [
+        segment(
+            0,
+            0.0,
+            4.5,
+            "So we went. Right. And then soon, then home.",
+            [
+                word(" So", 0.0, 0.3),
+                word(" we", 0.35, 0.6),
+                word(" went.", 0.6, 1.4),
+                word(" Right.", 1.7, 2.1),
+                word(" And", 2.3, 2.5),
+                word(" then", 2.5, 2.8),
+                word(" soon,", 2.8, 3.2),
+                word(" then", 3.6, 4.0),
+                word(" home.", 4.0, 4.5),
+            ],
+        )
+    ]
+    got = short.stretches(rows)
+    assert [(p.start_s, p.end_s) for p in got] == [(0.0, 1.4), (1.7, 2.1), (2.3, 3.2), (3.6, 4.5)]
+    # padded into the pause around, half of it at most: never into the neighbour's words
+    for before, p, after in zip(got, got[1:], got[2:]):
+        assert before.end_s < p.lo_s <= p.start_s and p.end_s <= p.hi_s < after.start_s
+    assert got[1].lo_s == pytest.approx(1.55) and got[1].hi_s == pytest.approx(2.2)
+    assert [p.new_sentence for p in got] == [True, True, True, False]  # "then" goes on a sentence
+
+
+def test_a_short_turn_takes_a_clear_voice_and_weak_evidence_follows_the_rule():
+    a, b = np.eye(2, 8, dtype=np.float32)
+    ids, centre = np.array([0, 1]), np.stack([a, b])
+    unclear = (a + 1.02 * b) / np.linalg.norm(a + 1.02 * b)  # nearer B, by less than the margin
+    vectors = np.stack([b, unclear])
+    who = [0, 0, 0]  # A, a short stretch, A
+    for rule, evidence, new_sentence, want in [
+        ("sentence", 0, False, 1),  # a clear voice decides, whatever the text
+        ("sentence", 1, False, 0),  # weak, goes on a sentence: the speaker around it
+        ("sentence", 1, True, 1),  # weak, but a new sentence after a pause: the nearest voice
+        ("keep", 1, True, 0),
+        ("nearest", 1, False, 1),
+    ]:
+        got = short.decide(who, [None, evidence, None], vectors, [True, new_sentence, True], ids, centre, rule)
+        assert got == [0, want, 0], (rule, evidence, new_sentence)
+
+
+class VoicesAt:
+    """An encoder stand-in: a window's vector is the voice with most samples in it (the samples hold their own
+    index, so the time is readable): what a mixed window of a real encoder leans to."""
+
+    def __init__(self, voices: list[tuple[float, float, int]]):
+        self.voices = voices
+
+    def embed(self, windows):
+        out = np.zeros((len(windows), 256), np.float32)
+        for i, w in enumerate(windows):
+            t = w / 16_000
+            count = [np.count_nonzero((t >= lo) & (t < hi)) for lo, hi, _ in self.voices]
+            out[i, self.voices[int(np.argmax(count))][2]] = 1.0
+        return out
+
+
+def test_a_short_turn_between_long_ones_is_heard_on_its_own_and_splits_its_segment():
+    from pipeline.diarize.diarizer import Diarizer
+
+    truth = [(0.5, 8.0, 0), (8.3, 8.7, 1), (9.0, 12.0, 0), (12.3, 16.0, 1)]
+    words, texts = [], {0: "and so on", 1: "Right."}
+    for lo, hi, who in truth:
+        n = max(1, int((hi - lo) / 0.5))
+        words += [
+            word(
+                f" {texts[who].split()[k % len(texts[who].split())]}",
+                lo + k * (hi - lo) / n,
+                lo + (k + 1) * (hi - lo) / n,
+            )
+            for k in range(n)
+        ]
+    text = "".join(w["word"] for w in words).strip()
+    rows = [segment(0, 0.5, 16.0, text, words)]
+    diarizer = Diarizer.__new__(Diarizer)
+    diarizer.options, diarizer._encoder = DiarizeOptions(), VoicesAt(truth)
+    x = np.arange(16_000 * 17, dtype=np.float32)
+    import pipeline.diarize.diarizer as module
+
+    real_stream = module.audio.stream
+    module.audio.stream = lambda path, duration_s=None: (x[i : i + 80_000] for i in range(0, len(x), 80_000))
+    try:
+        got, n_speakers = diarizer.label(Path("unused.wav"), rows)
+    finally:
+        module.audio.stream = real_stream
+    assert n_speakers == 2
+    said = {round(w["start_s"], 3): w["speaker"] for r in got for w in r["words"]}
+    for lo, hi, who in truth:
+        assert {said[round(w["start_s"], 3)] for w in words if lo <= w["start_s"] < hi} == {f"Speaker {who + 1}"}
+    assert [r["text"] for r in got][1] == "Right."  # the segment is split at both changes
+    assert [r["speaker"] for r in got] == ["Speaker 1", "Speaker 2", "Speaker 1", "Speaker 2"]
+
+
+def test_diarize_turns_word_timings_on_unless_the_job_was_decoded_without_them(tmp_path):
+    from pipeline.cli import _job_options, _settings
+
+    def words(out, **flags):
+        flags = {"diarize": True, **flags}
+        return _job_options(out, _settings(flags), flags).decode.word_timestamps
+
+    assert words(tmp_path / "new") is True
+    assert words(tmp_path / "new", word_timestamps=False) is False
+    assert words(tmp_path / "new", diarize=False) is False
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "job.json").write_text(json.dumps({"config": {"decode": {"word_timestamps": False}}}))
+    assert words(old) is False  # labels added later never decode the job again
 
 
 def labelled_rows():
@@ -448,3 +562,77 @@ def test_speaker_options_without_diarize_and_a_missing_backend_are_refused_befor
     )
     assert result.returncode == 2, result.stderr
     assert "pip install 'podscribe[pyannote]'" in result.stderr and not out.exists()
+
+
+# Two and three readers in quick exchange (bench/exchanges.py cuts the short turns at the clips' own pauses):
+# long turns with turns of 0.3-1.0 s between them, 0.2-0.7 s pauses, as in real talk.
+QUICK = (
+    ["lj", "man", "lj", "man", "sb1", "lj", "man", "sb1", "lj", "sb1", "man", "lj"],
+    ["long", "short", "long", "long", "short", "long", "short", "long", "short", "long", "short", "long"],
+)
+BASE_ARGS = ["--model", "base", "-q"]
+
+
+def spoken_by(truth, start_s: float, end_s: float) -> str | None:
+    middle = 0.5 * (start_s + end_s)
+    return next((t.who for t in truth if t.start_s - 0.1 <= middle <= t.end_s + 0.1), None)
+
+
+@pytest.mark.model
+def test_quick_exchanges_every_short_turn_gets_its_speaker_and_splits_its_segment(clips, cache_dir, tmp_path):
+    """Short turns by three real voices, one of them inside a segment the decoder made: labelled later (nothing
+    decoded again), each short turn gets its reader's label, the count is right, and no segment holds words of
+    two readers."""
+    import sys
+
+    sys.path.insert(0, str(conftest.REPO / "bench"))
+    import exchanges
+
+    x, truth = exchanges.build(conftest.SPEECH, *QUICK, seed=5)
+    assert {round(t.end_s - t.start_s, 1) for t in truth if t.kind == "short"} <= {
+        0.3,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+        1.0,
+    }
+    path, out, trace = tmp_path / "quick.wav", tmp_path / "job", tmp_path / "trace"
+    write_wav(path, x)
+    args = [*BASE_ARGS, "--word-timestamps"]
+    code, _, stderr = finish(start(out, [path], cache_dir, None, args=args), timeout=900)
+    assert code == 0, stderr
+    before = read_segments(out)
+    inside = [
+        t
+        for t in truth
+        if t.kind == "short" and any(s["start_s"] < t.start_s - 0.1 and s["end_s"] > t.end_s + 0.1 for s in before)
+    ]
+    assert inside, "a short turn inside a decoded segment"
+
+    code, _, stderr = finish(start(out, [path], cache_dir, trace, "--diarize", args=args), timeout=900)
+    assert code == 0, stderr
+    assert not [line for line in lines(trace) if line.startswith("decoded")]
+    after = read_segments(out)
+    assert pq.read_table(out / "files").to_pylist()[0]["n_speakers"] == 3
+    # each reader's label: the one on most of its long turns' words
+    votes: dict[str, dict[str, int]] = {}
+    for s in after:
+        for w in s["words"]:
+            who = spoken_by([t for t in truth if t.kind == "long"], w["start_s"], w["end_s"])
+            if who:
+                votes.setdefault(who, {}).setdefault(w["speaker"], 0)
+                votes[who][w["speaker"]] += 1
+    label = {who: max(v, key=v.get) for who, v in votes.items()}
+    assert len(set(label.values())) == 3
+    shorts = [t for t in truth if t.kind == "short"]
+    heard = [(t, [w for s in after for w in s["words"] if spoken_by([t], w["start_s"], w["end_s"])]) for t in shorts]
+    heard = [(t, said) for t, said in heard if said]
+    assert len(heard) >= len(shorts) - 1  # the decoder may drop one 0.3 s turn: no words, nothing to label
+    for t, said in heard:
+        assert {w["speaker"] for w in said} == {label[t.who]}, (t, said)
+    for s in after:  # segments split at every change: one reader's words in each
+        readers = {spoken_by(truth, w["start_s"], w["end_s"]) for w in s["words"]} - {None}
+        assert len(readers) <= 1 and {w["speaker"] for w in s["words"]} == {s["speaker"]}, s

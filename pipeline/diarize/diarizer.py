@@ -16,7 +16,7 @@ import numpy as np
 from .. import audio
 from ..records import Turn
 from ..whisper import SAMPLE_RATE
-from . import cluster, turns
+from . import cluster, short, turns
 from .options import DiarizeOptions
 
 BATCH = 64  # windows embedded together (the LSTM is compute-bound past ~64 on a CPU)
@@ -74,13 +74,46 @@ class Diarizer:
         if self.options.backend == "pyannote":
             return self._pyannote.turns(path)
         o = self.options
-        regions = turns.speech_regions(rows)
+        parts = short.stretches(rows, short.pauses(audio.stream(path, duration_s)))
+        regions = [(p.lo_s, p.hi_s) for p in parts]
         spans, embeddings = self.embed(Stream(audio.stream(path, duration_s)), regions)
         if not spans:
             return []
-        reliable = np.array([hi - lo >= RELIABLE_S for lo, hi in spans])
+        lengths = np.array([hi - lo for lo, hi in spans])
+        reliable = lengths >= RELIABLE_S
         labels = cluster.cluster(embeddings, o.min_speakers, o.max_speakers, o.num_speakers, reliable)
+        labels = self.short_turns(parts, spans, embeddings, labels, lengths >= o.window_s - 1e-6)
         return turns.turns(regions, spans, [int(x) for x in labels])
+
+    def short_turns(self, parts, spans, embeddings, labels, long_windows) -> np.ndarray:
+        """Each short stretch (one window over its own padded span) judged again against the speakers' centres
+        (short.py); the labels renumbered by first appearance."""
+        regions = [(p.lo_s, p.hi_s) for p in parts]
+        first: dict[int, list[int]] = {}
+        for i, r in enumerate(turns.region_index(regions, spans)):
+            first.setdefault(r, []).append(i)
+        own = [
+            first[k][0] if k in first and len(first[k]) == 1 and p.length_s < short.SHORT_S else None
+            for k, p in enumerate(parts)
+        ]
+        who = [int(labels[first[k][0]]) if k in first else None for k in range(len(parts))]
+        known = [k for k in range(len(parts)) if who[k] is not None]
+        ids, centre = short.centres(embeddings, labels, long_windows)
+        decided = short.decide(
+            [who[k] for k in known],
+            [own[k] for k in known],
+            embeddings,
+            [parts[k].new_sentence for k in known],
+            ids,
+            centre,
+            self.options.short_rule,
+        )
+        labels = labels.copy()
+        for k, speaker in zip(known, decided):
+            if own[k] is not None:
+                labels[own[k]] = speaker
+        order: dict[int, int] = {}
+        return np.array([order.setdefault(int(x), len(order)) for x in labels], int)
 
     def embed(self, stream: Stream, regions: list[tuple[float, float]]) -> tuple[list[tuple[float, float]], np.ndarray]:
         """Windows every ``hop_s`` over the regions, and ``REFINE`` more between two neighbours whose voices differ
