@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
 import os
 import re
@@ -469,6 +472,7 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             ),
             subtitles=settings["subtitles"],
             output_dir=Path(settings["output_dir"]) if settings["output_dir"] else None,
+            outputs_named_only=bool(settings.get("outputs_named_only")),
             cue_rules=_cue_rules(settings),
             threads=settings["threads"],
             cut=CutOptions(min_s=settings["min_piece"], max_s=settings["max_piece"]),
@@ -580,6 +584,14 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         sys.exit(errors.EXIT_NO_INPUT_SUCCEEDED)
 
 
+def _report_kept(kept) -> None:
+    for edited, new in kept:
+        if new is None:
+            click.echo(f"  kept: {edited} (changed since podscribe wrote it; nothing new to write)", err=True)
+        else:
+            click.echo(f"  kept: {edited} (changed since podscribe wrote it); the new version is {new.name}", err=True)
+
+
 def _report(summary) -> None:
     extra = [
         f"failed earlier (not retried): {summary.skipped_failed}" if summary.skipped_failed else "",
@@ -606,6 +618,7 @@ def _report(summary) -> None:
         click.echo(f"subtitles: {len(summary.subtitles)} files in {summary.subtitles[0].parent.resolve()}")
     elif summary.subtitles_left:
         click.echo("subtitles: other workers are still at work; the last one to finish writes them")
+    _report_kept(summary.kept)
 
 
 @main.command()
@@ -628,13 +641,40 @@ def transcribe(inputs, out_dir, **flags) -> None:
     Exits 1 when no input succeeded.
     """
     settings = _settings(flags)
-    if out_dir is None:
-        out_dir = Path(settings["output_dir"] or ".") / DEFAULT_JOB_DIR
+    if out_dir is None:  # whisper mode: one job per configuration, in the output folder
         settings["output_dir"] = settings["output_dir"] or "."
+        settings["outputs_named_only"] = True
         if flags.get("subtitles") is None:
             settings["subtitles"] = list(FORMATS)
             settings["word_timestamps"] = True if flags.get("word_timestamps") is None else settings["word_timestamps"]
+        out_dir = Path(settings["output_dir"]) / DEFAULT_JOB_DIR / whisper_job_name(settings)
     _execute(list(inputs), out_dir, settings, flags)
+
+
+# What decides a transcript (a whisper-mode job is keyed by them); speaker-label options are left out (changing
+# them relabels the job's files), --diarize itself is in (a run without it on a diarized job would be refused).
+TRANSCRIPT_KEYS = (
+    "model",
+    "compute_type",
+    *FROM_OPTIONS,
+    "word_timestamps",
+    "diarize",
+)
+LABEL_KEYS = ("num_speakers", "min_speakers", "max_speakers", "diarizer")
+
+
+def whisper_job_name(settings: dict) -> str:
+    """The job folder of a whisper-mode run: ``<model>-<language>-<hash of what decides the transcript>``.
+    Another --model or --language in the same output folder is another job beside it (never exit 4), and the
+    same command again resumes its own."""
+    deciding = {k: settings[k] for k in TRANSCRIPT_KEYS if k not in LABEL_KEYS and k != "batch_size"}
+    with contextlib.suppress(ValueError):  # an unknown one is refused with the other arguments
+        deciding["language"] = language_code(deciding["language"])
+    if deciding["model"] is None:  # the runtime's default depends on the device
+        deciding["device"] = settings["device"]
+    digest = hashlib.sha256(json.dumps(deciding, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    model = re.sub(r"[^\w.-]+", "_", str(settings["model"] or "default")).strip("_")[-40:]
+    return f"{model}-{deciding['language'] or 'auto'}-{digest}"
 
 
 @main.command("run")
@@ -700,7 +740,9 @@ def export_cmd(job_dir, formats, out_dir, **cue) -> None:
     except PodscribeError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    click.echo(f"{len(written)} files written" + (f" to {written[0].parent}" if written else ""))
+    paths = written.paths
+    click.echo(f"{len(paths)} files written" + (f" to {paths[0].parent}" if paths else ""))
+    _report_kept(written.kept)
     for problem in problems:
         click.echo(f"  skipped: {problem}", err=True)
     if problems:

@@ -38,16 +38,17 @@ proportion to characters, and the files say so.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from .manifest import JobDir, atomic_write_bytes, damage_hint, row_paths
+from .manifest import JobDir, damage_hint, row_paths
+from .outputs import OutputDir, Written, output_names
 
 log = logging.getLogger("podscribe")
 FORMATS = ("txt", "vtt", "srt", "tsv", "json")  # the order of openai-whisper's `all`
@@ -482,44 +483,65 @@ def export_job(
     out_dir: Path | None = None,
     rules: CueRules = CueRules(),
     problems: list[str] | None = None,
-) -> list[Path]:
-    """One subtitle file per done input path and format, named after it; returns the paths.
+    only: set[str] | None = None,
+    named: Iterable[str] = (),
+) -> Written:
+    """One subtitle file per done input path and format, named after it (``outputs.output_names`` over every
+    input of the job and ``named``); never over a file a person changed (``outputs.OutputDir``).
 
-    Copies (one content at several paths) get a file for each path. Names are the input's stem;
-    stems that occur more than once get ``-<8 hex of the path's hash>``, so no file overwrites another.
-    A table that cannot be read skips its input and is described in ``problems``.
+    Copies (one content at several paths) get a file for each path. ``only``: just these input paths (whisper
+    mode writes the inputs named in the command). A table that cannot be read skips its input and is described
+    in ``problems``.
     """
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         raise ValueError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
     job = JobDir(job_dir)
     out_dir = Path(out_dir) if out_dir else Path(job_dir) / "subtitles"
-    files = [r for r in job.file_rows() if r["status"] == "done"]
+    rows = job.file_rows()
+    names = output_names([p for row in rows for p in row_paths(row)] + [str(p) for p in named])
+    files = [r for r in rows if r["status"] == "done" and (only is None or set(row_paths(r)) & only)]
     segments_by_file: dict[str, list[dict]] = {}
     for seg in job.read("segments", {r["file_id"] for r in files}).to_pylist():
         segments_by_file.setdefault(seg["file_id"], []).append(seg)
     damaged = {path.stem for path, _ in job.damaged}
     if problems is not None:
         problems += [damage_hint(path, error) for path, error in job.damaged]
-    targets = sorted(
-        ((Path(p), row) for row in files if row["file_id"] not in damaged for p in row_paths(row)),
-        key=lambda target: str(target[0]),
-    )
-    stems = [path.stem for path, _ in targets]
-    written = []
-    for path, row in targets:
-        name = path.stem
-        if stems.count(path.stem) > 1:  # never an overwrite: the same name for every run, said out loud
-            name = f"{path.stem}-{hashlib.sha256(str(path).encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
-            log.warning("%s shares its name with another input: its files are named %s.*", path, name)
-        segments = sorted(segments_by_file.get(row["file_id"], []), key=lambda seg: seg["segment"])
-        cues, timed = build_cues(segments, rules, row["duration_s"])
-        for fmt in formats:
-            target = out_dir / f"{name}.{fmt}"
-            text = _render(fmt, {**row, "path": str(path)}, segments, cues, timed, rules)
-            atomic_write_bytes(target, text.encode("utf-8"))
-            written.append(target)
+    written = Written()
+    for row in sorted(files, key=lambda r: r["path"]):
+        if row["file_id"] not in damaged:
+            segments = segments_by_file.get(row["file_id"], [])
+            written.add(write_outputs(row, segments, formats, out_dir, rules, names, only))
     return written
+
+
+_NAMED: set[str] = set()  # paths whose changed name was said already (once per run, not once per write)
+
+
+def write_outputs(
+    row: dict,
+    segments: list[dict],
+    formats: list[str],
+    out_dir: Path,
+    rules: CueRules,
+    names: dict[str, str],
+    only: set[str] | None = None,
+) -> Written:
+    """One done file's outputs, for each of its paths (``only``: those among them), as its row turns done."""
+    segments = sorted(segments, key=lambda seg: seg["segment"])
+    cues, timed = build_cues(segments, rules, row["duration_s"])
+    contents: dict[str, bytes] = {}
+    for path in row_paths(row):
+        if only is not None and path not in only:
+            continue
+        name = names.get(path) or output_names([path])[path]
+        if name != Path(path).stem and path not in _NAMED:
+            _NAMED.add(path)
+            log.warning("%s shares its name with another input: its files are named %s.*", path, name)
+        for fmt in formats:
+            text = _render(fmt, {**row, "path": path}, segments, cues, timed, rules)
+            contents[f"{name}.{fmt}"] = text.encode("utf-8")
+    return OutputDir(out_dir).write(contents)
 
 
 def _speaker_order(name: str) -> tuple[int, str]:

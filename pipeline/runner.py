@@ -50,9 +50,10 @@ from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
 from .diarize.options import DiarizeOptions
 from .errors import ConfigChanged, DamagedState, UsageProblem
-from .export import CueRules, export_job
+from .export import CueRules, export_job, write_outputs
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
+from .outputs import Written, output_names
 from .records import PieceResult
 from .runtime import pick_runtime, recorded_compute_type, return_freed_memory
 from .stitch import stitch
@@ -122,8 +123,10 @@ class JobOptions:
     retry_failed: bool = False
     restart: bool = False
     checkpoint_pieces: bool = True  # persist each decoded batch (resume inside a file); off only to measure its cost
-    subtitles: list[str] = field(default_factory=list)  # formats to export when the job ends
+    subtitles: list[str] = field(default_factory=list)  # formats written as each file is done, and at the end
     output_dir: Path | None = None  # where they go (default <out_dir>/subtitles)
+    outputs_named_only: bool = False  # whisper mode: outputs only for the inputs named in this command
+    export_at_end: bool = True  # write every output once all workers are done (off for all but the last pass)
     cue_rules: CueRules = field(default_factory=CueRules)
     threads: int | None = None  # torch CPU threads (None: torch's default)
     max_attempts: int = workers.MAX_ATTEMPTS  # worker deaths on one file (no new batch between) before it fails
@@ -144,6 +147,7 @@ class JobSummary:
     missing: list[tuple[str, str]] = field(default_factory=list)  # unreadable now; earlier results kept
     warnings: list[tuple[str, str]] = field(default_factory=list)  # done, with something to check
     subtitles: list[Path] = field(default_factory=list)
+    kept: list[tuple[Path, Path | None]] = field(default_factory=list)  # outputs a person changed: (kept, new)
     by_others: int = 0  # finished by other workers of the job while this one ran
     relabelled: int = 0  # finished files given speaker labels without decoding them again
     elsewhere: int = 0  # being decoded by other workers when this one ran out of files
@@ -155,8 +159,12 @@ class JobSummary:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("already_done", "skipped_failed", "copies"):  # every worker plans the same job: counted once
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
-        for name in ("failures", "missing", "warnings"):
+        for name in ("failures", "missing", "warnings", "subtitles", "kept"):
             getattr(self, name).extend(x for x in getattr(other, name) if x not in getattr(self, name))
+
+    def wrote(self, written: Written) -> None:
+        self.subtitles += [p for p in written.paths if p not in self.subtitles]
+        self.kept += [k for k in written.kept if k not in self.kept]
 
 
 def expand_inputs(inputs: list[str]) -> list[InputRef]:
@@ -444,7 +452,7 @@ def _labelled(ctx: FileContext, row: dict, segments: list[dict]) -> tuple[dict, 
     return tables.file_labelled(row, labelled, n_speakers, ctx.diarizer.config), labelled
 
 
-def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
+def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> tuple[dict, list[dict]] | None:
     """A finished file that needs speaker labels (``--diarize`` added or changed): its segments labelled, nothing
     decoded again. Segments first, the files row last, each written atomically."""
     known_damage = len(ctx.job.damaged)
@@ -466,6 +474,7 @@ def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
     ctx.job.write_labels(new_row, labelled)
     summary.relabelled += 1
     log.info("labelled %s: %d speakers", ctx.path, new_row["n_speakers"])
+    return new_row, labelled
 
 
 def _base_row(ctx: FileContext) -> dict:
@@ -486,7 +495,7 @@ def _base_row(ctx: FileContext) -> dict:
     )
 
 
-def _run_one(ctx: FileContext, summary: JobSummary) -> None:
+def _run_one(ctx: FileContext, summary: JobSummary) -> tuple[dict, list[dict]]:
     t0 = time.monotonic()
     identity = _base_row(ctx)
     try:
@@ -513,6 +522,7 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
         summary.failed += 1
         summary.failures.append((str(ctx.path), row["error"]))
         log.warning("%s: %s", ctx.path, row["error"])
+    return row, segments
 
 
 # -- the job ----------------------------------------------------------------------
@@ -723,18 +733,25 @@ def run(
     diarizer = _diarizer(options)
     with job.locked():
         config = job_config(options, models)
-        todo, seen = _prepare(refs, job, config, options, summary, registration)
+        todo, seen, names = _prepare(refs, job, config, options, summary, registration)
         registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
+    only = {str(ref.path) for ref in refs} if options.outputs_named_only else None
     try:
         transcriber = Transcriber(models, options.decode)
-        _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer).decode_all(todo)
+        worker = _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer, names, only)
+        worker.decode_all(todo)
     finally:
         registration.__exit__()
-    if options.subtitles:
+    if options.subtitles and options.export_at_end:
         if workers.live_workers(job.root):
             summary.subtitles_left = True
-        else:
-            summary.subtitles = export_job(options.out_dir, options.subtitles, options.output_dir, options.cue_rules)
+        else:  # files done in earlier runs (and by other workers) too; what is already written stays as it is
+            named = [str(ref.path) for ref in refs]
+            summary.wrote(
+                export_job(
+                    options.out_dir, options.subtitles, options.output_dir, options.cue_rules, only=only, named=named
+                )
+            )
     summary.wall_s = time.monotonic() - start
     return summary
 
@@ -784,13 +801,13 @@ def _prepare(
     options: JobOptions,
     summary: JobSummary,
     registration: workers.Registration,
-) -> tuple[list[Task], dict[str, str | None]]:
+) -> tuple[list[Task], dict[str, str | None], dict[str, str]]:
     """Planning, under the preparation lock: --restart, the configuration check, job.json, what is left.
 
     A worker joining a job that other workers are at work on never starts it over (with accelerate every
     rank passes the same --restart: the first one restarts, the others join) and adds its inputs to the
-    job's. Returns the files to decode and, per file, the ``finished_at`` of its row as planned (a row
-    that changed since was written by another worker)."""
+    job's. Returns the files to decode, per file the ``finished_at`` of its row as planned (a row that changed
+    since was written by another worker), and the output file name of each input path."""
     others = workers.live_workers(job.root, besides=registration.path)
     if options.restart:
         _restart(job, others)
@@ -803,7 +820,8 @@ def _prepare(
             inputs = list(dict.fromkeys([*earlier, *inputs]))
     job.write_job(config, inputs)
     todo = _plan(refs, job, rows, options, summary)
-    return todo, {r["file_id"]: r.get("finished_at") for r in rows}
+    names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
+    return todo, {r["file_id"]: r.get("finished_at") for r in rows}, names
 
 
 def _restart(job: JobDir, others: list[str]) -> None:
@@ -838,6 +856,19 @@ class _Worker:
     summary: JobSummary
     seen: dict[str, str | None]  # per file, the finished_at of its row as planned
     diarizer: Diarizer | None = None
+    names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs.output_names)
+    only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
+
+    def write_outputs(self, row: dict, segments: list[dict]) -> None:
+        """A file's outputs (txt, srt, ...) as soon as its row is done or relabelled: a job stopped at 6 a.m.
+        has every finished episode's files."""
+        options = self.options
+        if not options.subtitles:
+            return
+        out_dir = options.output_dir or options.out_dir / "subtitles"
+        written = write_outputs(row, segments, options.subtitles, out_dir, options.cue_rules, self.names, self.only)
+        self.summary.wrote(written)
+        _trace("written", row["file_id"], len(written.paths))
 
     def decode_all(self, todo: list[Task]) -> None:
         """Longest first; each file only under its claim. Files held by other workers are tried again after a
@@ -1036,10 +1067,13 @@ class _Worker:
             try:
                 if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
                     self.summary.by_others += 1  # another worker labelled it in the meantime
+                    finished = None
                 elif task.relabel and row is not None:
-                    _relabel_one(ctx, row, self.summary)
+                    finished = _relabel_one(ctx, row, self.summary)
                 else:
-                    _run_one(ctx, self.summary)
+                    finished = _run_one(ctx, self.summary)
+                if finished is not None and finished[0]["status"] == "done":
+                    self.write_outputs(*finished)
             except BaseException:
                 held.give_back()  # the worker lives: a clean stop or a full disk is no death
                 raise

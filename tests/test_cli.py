@@ -47,7 +47,8 @@ def test_output_dir_and_formats_like_whisper_without_overwrites(jfk, clips, cach
     )
     assert result.returncode == 0, result.stderr
     out = tmp_path / "out"
-    assert (out / "podscribe-manifests" / "files").is_dir(), "without --out the manifests go beside the files"
+    jobs = list((out / "podscribe-manifests").iterdir())  # one job per configuration
+    assert len(jobs) == 1 and (jobs[0] / "files").is_dir(), "without --out the manifests go beside the files"
     stems = {p.stem for p in out.iterdir() if p.is_file()}
     assert "speech" in stems and len(stems) == 3, stems  # the two ep.* got distinct names
     assert "shares its name" in result.stderr
