@@ -448,29 +448,50 @@ def to_txt(segments: list[dict], rules: CueRules = CueRules()) -> str:
 
 
 def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, rules: CueRules = CueRules()) -> str:
-    keys = ("segment", "start_s", "end_s", "text", "language", "flags", "words")
+    """openai-whisper's result shape (what its ``transcribe`` returns and its writers read): ``text``,
+    ``segments[]`` with ``id/start/end/text/tokens/avg_logprob/no_speech_prob`` and, when the job has word
+    timings, ``words[]`` of ``word/start/end/probability`` (without them openai-whisper leaves ``words`` out
+    too), ``language``. podscribe's own fields sit beside them: the segment's ``piece``, ``language``, ``flags``
+    (and ``speaker``); the file's ``path``, ``file_id``, ``duration_s``, ``word_timings``, ``speakers``, ``cues``.
+    ``tokens`` is empty: podscribe does not keep token ids per segment (the pieces table has them per piece)."""
     labelled = rules.speakers and any(s.get("speaker") for s in segments)
+    ordered = sorted(segments, key=lambda s: s["segment"])
+
+    def word(w: dict) -> dict:
+        out = {"word": w["word"], "start": w["start_s"], "end": w["end_s"], "probability": w["probability"]}
+        return {**out, "speaker": w.get("speaker")} if labelled else out
+
+    def segment(s: dict) -> dict:
+        out = {
+            "id": s["segment"],
+            "start": s["start_s"],
+            "end": s["end_s"],
+            "text": s["text"],
+            "tokens": [],
+            "avg_logprob": s.get("avg_logprob"),
+            "no_speech_prob": s.get("no_speech_prob"),
+            **({"words": [word(w) for w in s.get("words") or ()]} if timed else {}),
+            "piece": s.get("piece"),
+            "language": s.get("language"),
+            "flags": s.get("flags") or [],
+        }
+        return {**out, "speaker": s.get("speaker")} if labelled else out
+
     doc = {
+        "text": " ".join(s["text"].strip() for s in ordered),
+        "segments": [segment(s) for s in ordered],
+        "language": file_row["language"],
         "path": file_row["path"],
         "file_id": file_row["file_id"],
         "duration_s": file_row["duration_s"],
-        "language": file_row["language"],
         "word_timings": "aligned" if timed else "proportional",
         **(
             {"speakers": sorted({s["speaker"] for s in segments if s.get("speaker")}, key=_speaker_order)}
             if labelled
             else {}
         ),
-        "segments": [
-            {k: s.get(k) for k in (*keys, "speaker") if labelled or k != "speaker"}
-            for s in sorted(segments, key=lambda s: s["segment"])
-        ],
         "cues": [{k: v for k, v in asdict(c).items() if labelled or k != "speaker"} for c in cues],
     }
-    if not labelled:
-        for seg in doc["segments"]:
-            for w in seg["words"] or ():
-                w.pop("speaker", None)
     return json.dumps(doc, ensure_ascii=False, indent=1)
 
 
@@ -550,13 +571,13 @@ def _speaker_order(name: str) -> tuple[int, str]:
 
 
 def to_tsv(segments: list[dict], rules: CueRules = CueRules()) -> str:
-    """openai-whisper's TSV: start and end in integer milliseconds, one segment a line; a diarized job's has a
-    ``speaker`` column before the text."""
+    """openai-whisper's TSV: ``start``, ``end`` (integer milliseconds) and ``text``, one segment a line; a
+    diarized job's has a ``speaker`` column after them (readers of whisper's three columns still read these)."""
     labelled = rules.speakers and any(s.get("speaker") for s in segments)
-    lines = ["start\tend\tspeaker\ttext" if labelled else "start\tend\ttext"] + [
+    lines = ["start\tend\ttext\tspeaker" if labelled else "start\tend\ttext"] + [
         f"{round(1000 * s['start_s'])}\t{round(1000 * s['end_s'])}\t"
-        + (f"{s.get('speaker') or ''}\t" if labelled else "")
         + s["text"].strip().replace(chr(9), " ")
+        + (f"\t{s.get('speaker') or ''}" if labelled else "")
         for s in sorted(segments, key=lambda s: s["segment"])
     ]
     return "\n".join(lines) + "\n"

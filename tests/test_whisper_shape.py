@@ -1,0 +1,95 @@
+"""The JSON and TSV exports in openai-whisper's shape: what its own writers (whisper/utils.py: WriteTXT,
+WriteVTT/WriteSRT through SubtitlesWriter.iterate_result, WriteTSV, WriteJSON) read from a result, written
+here from its documented format (nothing of it vendored), run over podscribe's files."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.export import CueRules, build_cues, to_json, to_tsv
+
+ROW = {"path": "/x/ep.mp3", "file_id": "f", "duration_s": 9.0, "language": "en"}
+
+
+def rows(timed: bool = True, speakers: bool = False) -> list[dict]:
+    def seg(i, start, end, text, words):
+        return {
+            "segment": i,
+            "start_s": start,
+            "end_s": end,
+            "text": text,
+            "piece": 0,
+            "avg_logprob": -0.25,
+            "no_speech_prob": 0.01,
+            "language": "en",
+            "flags": [],
+            "words": [{"word": w, "start_s": a, "end_s": b, "probability": 0.9, "speaker": None} for w, a, b in words]
+            if timed
+            else None,
+            "speaker": (f"Speaker {i % 2 + 1}" if speakers else None),
+        }
+
+    return [
+        seg(0, 0.5, 2.5, "Welcome back.", [(" Welcome", 0.5, 1.2), (" back.", 1.2, 2.5)]),
+        seg(
+            1,
+            3.0,
+            5.25,
+            "Thanks for having me.",
+            [(" Thanks", 3.0, 3.5), (" for", 3.5, 3.8), (" having me.", 3.8, 5.25)],
+        ),
+    ]
+
+
+def whisper_txt(result: dict) -> str:
+    return "".join(segment["text"].strip() + "\n" for segment in result["segments"])
+
+
+def whisper_tsv(result: dict) -> list[str]:
+    return ["start\tend\ttext"] + [
+        f"{round(1000 * segment['start'])}\t{round(1000 * segment['end'])}\t{segment['text'].strip()}"
+        for segment in result["segments"]
+    ]
+
+
+def whisper_subtitles(result: dict) -> list[tuple[float, float, str]]:
+    """SubtitlesWriter.iterate_result: words when the first segment has them, else segments."""
+    if "words" in result["segments"][0]:
+        return [(t["start"], t["end"], t["word"]) for segment in result["segments"] for t in segment["words"]]
+    return [(segment["start"], segment["end"], segment["text"].strip()) for segment in result["segments"]]
+
+
+def test_json_is_what_openai_whispers_writers_read():
+    for timed in (True, False):
+        segments = rows(timed)
+        cues, got_timed = build_cues(segments, CueRules(), ROW["duration_s"])
+        result = json.loads(to_json(ROW, segments, cues, got_timed))
+        assert result["language"] == "en" and result["text"] == "Welcome back. Thanks for having me."
+        assert whisper_txt(result) == "Welcome back.\nThanks for having me.\n"
+        assert whisper_tsv(result)[1:] == ["500\t2500\tWelcome back.", "3000\t5250\tThanks for having me."]
+        for segment in result["segments"]:
+            assert {"id", "start", "end", "text", "tokens", "avg_logprob", "no_speech_prob"} <= set(segment)
+            assert isinstance(segment["id"], int) and isinstance(segment["tokens"], list)
+            assert isinstance(segment["avg_logprob"], float) and isinstance(segment["no_speech_prob"], float)
+            assert "start_s" not in segment and segment["flags"] == [] and segment["language"] == "en"
+        subtitles = whisper_subtitles(result)
+        if timed:
+            assert subtitles[0] == (0.5, 1.2, " Welcome") and len(subtitles) == 5
+            assert set(result["segments"][0]["words"][0]) == {"word", "start", "end", "probability"}
+        else:  # no word timings: no `words`, as openai-whisper without --word_timestamps
+            assert subtitles == [(0.5, 2.5, "Welcome back."), (3.0, 5.25, "Thanks for having me.")]
+        assert result["path"] == "/x/ep.mp3" and result["cues"]  # podscribe's own fields beside whisper's
+
+
+def test_tsv_keeps_whispers_columns_first_and_speaker_after_text():
+    plain = to_tsv(rows()).splitlines()
+    assert plain == whisper_tsv({"segments": [{"start": 0.5, "end": 2.5, "text": "Welcome back."},
+                                              {"start": 3.0, "end": 5.25, "text": "Thanks for having me."}]})  # fmt: skip
+    labelled = [line.split("\t") for line in to_tsv(rows(speakers=True)).splitlines()]
+    assert labelled[0] == ["start", "end", "text", "speaker"]
+    assert labelled[1] == ["500", "2500", "Welcome back.", "Speaker 1"]
+    segments = rows(speakers=True)
+    cues, timed = build_cues(segments, CueRules(), 9.0)
+    result = json.loads(to_json(ROW, segments, cues, timed))
+    assert [s["speaker"] for s in result["segments"]] == ["Speaker 1", "Speaker 2"]
+    assert whisper_txt(result) == "Welcome back.\nThanks for having me.\n"
