@@ -22,12 +22,13 @@ from .diarize.options import BACKENDS, DiarizeOptions
 from .errors import PodscribeError
 from .export import FORMATS, CueRules
 from .languages import language_code
-from .models.registry import SELF_INT8, ModelUnavailable, list_offline, resolve
+from .models.registry import SELF_INT8, ModelUnavailable, check_name, list_offline, resolve
 from .runtime import COMPUTE_TYPES
 from .workers import MAX_ATTEMPTS
 
 DEFAULT_JOB_DIR = "podscribe-manifests"
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 # Flags (and job-file keys) whose defaults are the option dataclasses' own: one source for each default.
 FROM_OPTIONS = {
     **{
@@ -89,6 +90,28 @@ CUE_FLAGS = {
     ),
 }
 DEFAULTS.update({key: getattr(CueRules, field) for key, (field, _, _) in CUE_FLAGS.items()})
+CUE_ALIASES = {"max_line_chars": ("--max-line-width",), "max_lines": ("--max-line-count",)}  # openai-whisper's names
+
+
+def normalize_token(token: str) -> str:
+    """Flags in whisper's underscore spelling are podscribe's dashed ones (``--output_format``, ``--batch_size``):
+    click normalizes the flags given and the flags declared alike (and the values of choices, both sides)."""
+    return token.replace("_", "-")
+
+
+def _verbose(ctx, _param, value) -> None:
+    if value:
+        logging.getLogger().setLevel(logging.DEBUG)
+
+
+verbose_option = click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    callback=_verbose,
+    help="Log debugging details (also before the command).",
+)
 
 
 def _formats(value) -> list[str]:
@@ -107,6 +130,7 @@ def cue_options(show_default: bool):
             name = key.replace("_", "-")
             f = click.option(
                 f"--{name}/--no-{name}" if kind is bool else f"--{name}",
+                *CUE_ALIASES.get(key, ()),
                 key,
                 type=None if kind is bool else kind,
                 show_default=show_default,
@@ -122,7 +146,7 @@ def _cue_rules(settings: dict) -> CueRules:
     return CueRules(**{field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()})
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "token_normalize_func": normalize_token})
 @click.version_option(package_name="podscribe", prog_name="podscribe")
 @click.option("-v", "--verbose", is_flag=True, help="Log debugging details (tracebacks of failed files).")
 def main(verbose: bool) -> None:
@@ -212,6 +236,8 @@ def job_options(flags_default_none: bool):
         ),
         click.option(
             "--cache-dir",
+            "--model-dir",
+            "cache_dir",
             type=click.Path(file_okay=False, path_type=Path),
             default=None,
             help="Where converted models are kept. Default: $PODSCRIBE_CACHE or ~/.cache/podscribe.",
@@ -249,7 +275,6 @@ def job_options(flags_default_none: bool):
         ),
         click.option(
             "--initial-prompt",
-            "--initial_prompt",
             "initial_prompt",
             default=None,
             help="Text given to every piece as the previous text (names, spelling, style), like "
@@ -381,7 +406,7 @@ def job_options(flags_default_none: bool):
     def decorate(f):
         for option in reversed(options):
             f = option(f)
-        return cue_options(show_default=False)(f)
+        return verbose_option(cue_options(show_default=False)(f))
 
     return decorate
 
@@ -428,7 +453,12 @@ def _settings(flags: dict, job: dict | None = None) -> dict:
 
 def _job_options(out_dir: Path, settings: dict, flags: dict):
     """Every argument checked before anything loads or is created: a bad one is exit 2 at once."""
-    from .runner import JobOptions
+    if settings["model"]:
+        try:
+            check_name(str(settings["model"]))  # a URL, or a hub model offline: said at once
+        except ModelUnavailable as exc:
+            raise click.UsageError(str(exc)) from exc
+    from .runner import JobOptions  # torch and transformers: after the checks that need neither
 
     unknown = sorted(set(settings["subtitles"]) - set(FORMATS))
     if unknown:
@@ -549,6 +579,12 @@ class Stopper:
 
 
 def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> None:
+    urls = [x for x in inputs if URL.match(x)]
+    if urls:
+        raise click.UsageError(
+            f"{urls[0]} is a URL: podscribe transcribes local files, folders and glob patterns. Download it first "
+            "(curl -O URL, yt-dlp -x URL), then give the file."
+        )
     options = _job_options(out_dir, settings, flags)
     _log_to(flags.get("log_file"))
     stopper = Stopper()
@@ -699,6 +735,7 @@ def run_job(job_file, out_dir, **flags) -> None:
 
 @main.command()
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@verbose_option
 def status(job_dir: Path) -> None:
     """Done / failed / pending counts, audio hours done and left, throughput, ETA, failed files."""
     from .status import job_status
@@ -727,6 +764,7 @@ def status(job_dir: Path) -> None:
     help="Where the files go (default <job dir>/subtitles).",
 )
 @cue_options(show_default=True)
+@verbose_option
 def export_cmd(job_dir, formats, out_dir, **cue) -> None:
     """Write one subtitle/text file per transcribed input (named after it) from a job's manifests."""
     from .export import export_job
