@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import PodscribeError, UsageProblem
@@ -93,6 +94,7 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
         return run(inputs, options, stop=stop)
     start = time.monotonic()
     restart_job(Path(options.out_dir), options.restart)
+    options = replace(options, launched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     threads = _threads_each(options, n)
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()

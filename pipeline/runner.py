@@ -32,6 +32,7 @@ import glob
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import traceback
@@ -43,11 +44,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
-from . import audio, prefetch, tables, vad, workers
+from . import audio, prefetch, progress, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
+from .decode.transcriber import Abandoned
 from .diarize.options import DiarizeOptions
 from .errors import ConfigChanged, DamagedState, UsageProblem
 from .export import CueRules, export_job, write_outputs
@@ -127,6 +127,7 @@ class JobOptions:
     output_dir: Path | None = None  # where they go (default <out_dir>/subtitles)
     outputs_named_only: bool = False  # whisper mode: outputs only for the inputs named in this command
     export_at_end: bool = True  # write every output once all workers are done (off for all but the last pass)
+    launched_at: str | None = None  # --workers N: when the launch began (rows done since are this launch's work)
     cue_rules: CueRules = field(default_factory=CueRules)
     threads: int | None = None  # torch CPU threads (None: torch's default)
     max_attempts: int = workers.MAX_ATTEMPTS  # worker deaths on one file (no new batch between) before it fails
@@ -222,7 +223,7 @@ class FileContext:
     job: JobDir
     stop: threading.Event
     probed: audio.AudioInfo | AudioError
-    bar: tqdm | None = None
+    bar: progress.AudioBar | None = None
     checkpoint: bool = True
     config_hash: str | None = None
     diarizer: Diarizer | None = None
@@ -393,7 +394,10 @@ def _decode_batch(
 ) -> None:
     pieces = [entry[0] for entry in batch]
     samples = [p.samples for p in pieces]
-    results = ctx.transcriber.transcribe(samples, lock(samples), voices)
+    try:
+        results = ctx.transcriber.transcribe(samples, lock(samples), voices)
+    except Abandoned:  # a stop during a second chance: this batch is decoded again on resume
+        raise Interrupted() from None
     return_freed_memory()
     for p in pieces:
         _trace("decoded", ctx.file_id, p.index)
@@ -413,7 +417,7 @@ def _ready(ctx: FileContext, queue: deque[list]):
     while queue and queue[0][1] is not None:
         piece, result = queue.popleft()
         if ctx.bar is not None:
-            ctx.bar.update(round(piece.duration_s, 2))
+            ctx.bar.advance(piece.duration_s)
         yield piece, result
 
 
@@ -678,6 +682,8 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
                 job.update_file_row(row)
             if _needs_labels(row, labels):
                 todo.append(Task(task.file_id, task.refs, task.problem, relabel=True))
+            elif options.launched_at and (row.get("finished_at") or "") >= options.launched_at:
+                summary.by_others += 1  # done by another worker of this launch, not before it
             else:
                 summary.already_done += 1
         elif state == "failed" and not options.retry_failed:
@@ -738,6 +744,8 @@ def run(
     only = {str(ref.path) for ref in refs} if options.outputs_named_only else None
     try:
         transcriber = Transcriber(models, options.decode)
+        transcriber.stop = stop
+        transcriber.notify = functools.partial(_second_chance, shown=options.progress)
         worker = _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer, names, only)
         worker.decode_all(todo)
     finally:
@@ -756,6 +764,13 @@ def run(
     return summary
 
 
+def _second_chance(line: str, shown: bool) -> None:
+    """A piece at its second chance (beam search, then sampling) can take minutes: said, so the bar does not
+    look hung."""
+    log.info("%s", line)
+    progress.say(line, shown)
+
+
 def _diarizer(options: JobOptions) -> Diarizer | None:
     """Loaded at job start with the models: a missing embedder or pyannote token stops the run before any decoding."""
     if options.diarize is None:
@@ -770,6 +785,8 @@ def _diarizer(options: JobOptions) -> Diarizer | None:
 
 
 def job_models(options: JobOptions) -> Models:
+    if options.progress:  # seconds of silence otherwise
+        print(f"loading {options.model or 'the default model'} ...", file=sys.stderr, flush=True)
     runtime = pick_runtime(options.device, _compute_type(options))
     return load_models(options.model, options.assistant, runtime, options.cache_dir)
 
@@ -879,14 +896,7 @@ class _Worker:
             k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
         }
         pending = sorted(todo, key=lambda task: -durations[task.file_id])
-        with tqdm(
-            total=round(sum(durations.values()) / 3600, 3),
-            unit="h",
-            desc="job",
-            disable=not self.options.progress,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
-            position=0,
-        ) as job_bar:
+        with progress.job_bar(sum(durations.values()), self.options.progress) as job_bar:
             looked_again = False
             lookahead = _Lookahead(self.job, self.transcriber, self.options.cut, probed)
             try:
@@ -961,7 +971,7 @@ class _Worker:
                 )
                 current.release()
                 current = None
-                job_bar.update(round(durations[task.file_id] / 3600, 3))
+                job_bar.advance(durations[task.file_id])
         except BaseException:
             if current is not None:  # decode_claimed gave it back, or its death counts (as ever)
                 current.release()
@@ -1001,6 +1011,8 @@ class _Worker:
             results = self.transcriber.transcribe(
                 [piece.samples for _, piece, _, _ in entries], None, [heard for *_, heard in entries]
             )
+        except Abandoned:  # a stop during a second chance: these files are decoded again on resume
+            raise Interrupted() from None
         except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
             log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
             return {}
@@ -1030,15 +1042,7 @@ class _Worker:
             held.finish()
             return
         options = self.options
-        with tqdm(
-            total=round(duration_s, 1),
-            unit="s",
-            desc=task.refs[0].path.name[:40],
-            leave=False,
-            disable=not options.progress,
-            position=1,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]",
-        ) as file_bar:
+        with progress.file_bar(task.refs[0].path.name, duration_s, options.progress) as file_bar:
             ctx = FileContext(
                 task,
                 self.transcriber,
