@@ -735,12 +735,31 @@ def run_job(job_file, out_dir, **flags) -> None:
 
 @main.command()
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--files", "per_file", is_flag=True, help="One line per episode: status, duration, language, segments.")
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object (with --files: a `files` list).")
 @verbose_option
-def status(job_dir: Path) -> None:
+def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
     """Done / failed / pending counts, audio hours done and left, throughput, ETA, failed files."""
+    from .job_report import file_report, is_job, jobs_below, render_files, status_json
     from .status import job_status
 
-    click.echo(job_status(job_dir).render())
+    if not is_job(job_dir):
+        below = jobs_below(job_dir)
+        hint = (
+            "; the jobs in it: " + ", ".join(str(p) for p in below)
+            if below
+            else " (a job dir has job.json and files/; `transcribe --out DIR` or `-o DIR` makes one)"
+        )
+        raise click.UsageError(f"{job_dir} is not a podscribe job{hint}")
+    state = job_status(job_dir)
+    entries = file_report(job_dir) if per_file else None
+    if as_json:
+        click.echo(status_json(state, entries))
+        return
+    click.echo(state.render())
+    if entries is not None:
+        click.echo("files:")
+        click.echo(render_files(entries))
 
 
 @main.command("export")
