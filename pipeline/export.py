@@ -107,6 +107,7 @@ class Cue:
     lines: list[str]
     flags: list[str] = field(default_factory=list)  # the rules it breaks where no timing or merge could meet them
     speaker: str | None = None  # its segment's, when the job was diarized
+    srt_lines: list[str] | None = None  # at a change of speaker: its lines with SRT's label, within the line rule
 
     @property
     def text(self) -> str:
@@ -154,7 +155,8 @@ def split_lines(words: list[str], rules: CueRules) -> list[str] | None:
     return min(options)[1] if options else None
 
 
-def _cue_groups(words: list[TimedWord], rules: CueRules) -> list[list[TimedWord]]:
+def _cue_groups(words: list[TimedWord], rules: CueRules, head: str | None = None) -> list[list[TimedWord]]:
+    """``head``: a label the first cue's first line starts with (SRT's ``[Speaker N]``), counted in its lines."""
     groups: list[list[TimedWord]] = []
     current: list[TimedWord] = []
     for w in words:
@@ -162,7 +164,8 @@ def _cue_groups(words: list[TimedWord], rules: CueRules) -> list[list[TimedWord]
             candidate = current + [w]
             pause = w.start_s - current[-1].end_s
             too_long = w.end_s - current[0].start_s > rules.max_duration_s
-            if pause > rules.pause_split_s or too_long or split_lines([x.text for x in candidate], rules) is None:
+            texts = ([head] if head and not groups else []) + [x.text for x in candidate]
+            if pause > rules.pause_split_s or too_long or split_lines(texts, rules) is None:
                 keep = _best_split(current, rules) if pause <= rules.pause_split_s else len(current)
                 groups.append(current[:keep])
                 current = current[keep:]
@@ -275,6 +278,11 @@ class _Block:
 
     segment: int
     words: list[TimedWord]
+    head: str | None = None  # SRT's speaker label before its first word (counted in its lines, not its reading)
+
+    @property
+    def texts(self) -> list[str]:
+        return ([self.head] if self.head else []) + [w.text for w in self.words]
 
     @cached_property
     def chars(self) -> int:
@@ -312,8 +320,8 @@ def _relayouts(blocks: list[_Block], i: int, rules: CueRules):
     """
     for j in (i - 1, i):  # merge j and j + 1
         if 0 <= j and j + 1 < len(blocks) and blocks[j].segment == blocks[j + 1].segment:
-            merged = _Block(blocks[j].segment, blocks[j].words + blocks[j + 1].words)
-            if split_lines([w.text for w in merged.words], rules) is not None and _fits(merged, rules):
+            merged = _Block(blocks[j].segment, blocks[j].words + blocks[j + 1].words, blocks[j].head)
+            if split_lines(merged.texts, rules) is not None and _fits(merged, rules):
                 yield j, [merged]
     for j in (i - 1, i):  # move words between j and j + 1
         if j < 0 or j + 1 >= len(blocks) or blocks[j].segment != blocks[j + 1].segment:
@@ -322,8 +330,11 @@ def _relayouts(blocks: list[_Block], i: int, rules: CueRules):
         cut = len(blocks[j].words)
         for k in (-3, -2, -1, 1, 2, 3):
             if 0 < cut + k < len(both):
-                pair = [_Block(blocks[j].segment, both[: cut + k]), _Block(blocks[j].segment, both[cut + k :])]
-                if all(split_lines([w.text for w in b.words], rules) is not None and _fits(b, rules) for b in pair):
+                pair = [
+                    _Block(blocks[j].segment, both[: cut + k], blocks[j].head),
+                    _Block(blocks[j].segment, both[cut + k :], blocks[j + 1].head),
+                ]
+                if all(split_lines(b.texts, rules) is not None and _fits(b, rules) for b in pair):
                     yield j, pair
 
 
@@ -374,10 +385,13 @@ def build_cues(
     """Cues for one file's segments (in order); also whether real word timings were used throughout."""
     blocks: list[_Block] = []
     all_timed = True
+    heads = _speaker_heads(segments, rules)
     for seg in sorted(segments, key=lambda s: s["segment"]):
         words, timed = segment_words(seg)
         all_timed &= timed
-        blocks += [_Block(seg["segment"], group) for group in _cue_groups(words, rules)]
+        head = heads.get(seg["segment"])
+        groups = _cue_groups(words, rules, head)
+        blocks += [_Block(seg["segment"], group, head if k == 0 else None) for k, group in enumerate(groups)]
     end_ms = _ms_down(duration_s) if duration_s else None
     blocks, times = _repair(blocks, rules, end_ms)
     speaker_of = {seg["segment"]: seg.get("speaker") if rules.speakers else None for seg in segments}
@@ -385,9 +399,28 @@ def build_cues(
     for block, (start, end) in zip(blocks, times):
         texts = [w.text for w in block.words]
         lines = split_lines(texts, rules) or [" ".join(texts)]
+        labelled = None
+        if block.head:  # the same break with the label in front, for SRT; the other formats show the voice otherwise
+            labelled = split_lines(block.texts, rules) or [" ".join(block.texts)]
+            rest = labelled[0][len(block.head) :].strip()
+            lines = [rest, *labelled[1:]] if rest else labelled[1:]
         flags = _cue_flags(start, end, block.chars, rules)
-        cues.append(Cue(start / 1000, end / 1000, lines, flags, speaker_of.get(block.segment)))
+        cues.append(Cue(start / 1000, end / 1000, lines, flags, speaker_of.get(block.segment), labelled))
     return cues, all_timed
+
+
+def _speaker_heads(segments: list[dict], rules: CueRules) -> dict[int, str]:
+    """SRT's ``[Speaker N]`` label, per segment where the speaker changes; none when the file has one speaker."""
+    speakers = {s.get("speaker") for s in segments if s.get("speaker")}
+    if not rules.speakers or len(speakers) < 2:
+        return {}
+    heads, previous = {}, None
+    for seg in sorted(segments, key=lambda s: s["segment"]):
+        speaker = seg.get("speaker")
+        if speaker and speaker != previous:
+            heads[seg["segment"]] = f"[{speaker}]"
+        previous = speaker
+    return heads
 
 
 # -- formats -----------------------------------------------------------------------------
@@ -404,17 +437,12 @@ def _clock(seconds: float, sep: str) -> str:
 PROPORTIONAL_NOTE = "timings of words inside segments are estimated in proportion to characters (no word timestamps)"
 
 
-def _speaker_changes(cues: list[Cue]) -> list[bool]:
-    return [c.speaker is not None and (i == 0 or cues[i - 1].speaker != c.speaker) for i, c in enumerate(cues)]
-
-
 def to_srt(cues: list[Cue]) -> str:
-    """A diarized cue whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices;
-    the prefix is not counted in the line length the cue was laid out for)."""
+    """A diarized cue whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices);
+    the label is laid out with the cue's words, within the line rules. A file of one speaker has no labels."""
     blocks = [
-        f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n"
-        + "\n".join([f"[{c.speaker}] {c.lines[0]}", *c.lines[1:]] if changed else c.lines)
-        for i, (c, changed) in enumerate(zip(cues, _speaker_changes(cues)), 1)
+        f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n" + "\n".join(c.srt_lines or c.lines)
+        for i, c in enumerate(cues, 1)
     ]
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
@@ -490,7 +518,9 @@ def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, 
             if labelled
             else {}
         ),
-        "cues": [{k: v for k, v in asdict(c).items() if labelled or k != "speaker"} for c in cues],
+        "cues": [
+            {k: v for k, v in asdict(c).items() if (labelled or k != "speaker") and k != "srt_lines"} for c in cues
+        ],
     }
     return json.dumps(doc, ensure_ascii=False, indent=1)
 

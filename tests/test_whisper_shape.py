@@ -93,3 +93,31 @@ def test_tsv_keeps_whispers_columns_first_and_speaker_after_text():
     result = json.loads(to_json(ROW, segments, cues, timed))
     assert [s["speaker"] for s in result["segments"]] == ["Speaker 1", "Speaker 2"]
     assert whisper_txt(result) == "Welcome back.\nThanks for having me.\n"
+
+
+def test_srt_speaker_labels_keep_the_line_rule_and_a_single_speaker_file_has_none():
+    from pipeline.export import to_srt
+
+    def seg(i, start, text, speaker):
+        words, t = [], start
+        for w in text.split():
+            words.append({"word": " " + w, "start_s": round(t, 3), "end_s": round(t + 0.3, 3), "probability": 0.9})
+            t += 0.35
+        return {"segment": i, "start_s": start, "end_s": round(t, 3), "text": text, "words": words, "speaker": speaker}
+
+    # each line fits 42 characters without the label, and not with it
+    two = [
+        seg(0, 0.0, "Absolutely wonderful conversations here", "Speaker 1"),  # one line of 39 characters
+        seg(1, 6.0, "Thank you so much for having me today", "Speaker 2"),
+        seg(2, 12.0, "Let us start with the obvious question", "Speaker 1"),
+    ]
+    rules = CueRules()
+    cues, _ = build_cues(two, rules, 20.0)
+    text = to_srt(cues)
+    lines = [ln for ln in text.splitlines() if ln and not ln[0].isdigit()]
+    assert max(map(len, lines)) <= rules.max_line_chars, text
+    assert text.count("[Speaker 1]") == 2 and text.count("[Speaker 2]") == 1
+    assert all("[Speaker" not in line for c in cues for line in c.lines)  # VTT and JSON cues: the words only
+    one = [{**s, "speaker": "Speaker 1"} for s in two]
+    cues, _ = build_cues(one, rules, 20.0)
+    assert "[Speaker" not in to_srt(cues)
