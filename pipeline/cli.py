@@ -161,6 +161,44 @@ def main(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
 
 
+# --help in sections, model and decoding first, cue layout late (each option by its parameter name).
+HELP_SECTIONS = {
+    "Model and decoding": (
+        "model", "assistant", "device", "compute_type", "batch_size", "language", "languages", "language_mode",
+        "task", "initial_prompt", "hotwords", "fallback_beams", "coverage", "word_timestamps", "cache_dir",
+    ),
+    "Inputs, job and outputs": (
+        "out_dir", "subtitles", "output_dir", "retry_failed", "restart", "quiet", "log_file", "verbose",
+    ),
+    "Speakers": ("diarize", "num_speakers", "min_speakers", "max_speakers", "diarizer", "speaker_labels"),
+    "Voice activity and Whisper's checks": (
+        "vad", "vad_threshold", "no_speech_threshold", "logprob_threshold", "compression_ratio_threshold",
+        "min_piece", "max_piece",
+    ),
+    "Workers": ("threads", "workers", "engine", "address", "max_attempts"),
+    "Cue layout (subtitles)": tuple(key for key in CUE_FLAGS if key != "speaker_labels"),
+}  # fmt: skip
+
+
+class SectionedCommand(click.Command):
+    """A command whose --help lists its options in HELP_SECTIONS' order, one section each."""
+
+    def format_options(self, ctx, formatter) -> None:
+        records = {p.name: p.get_help_record(ctx) for p in self.get_params(ctx) if isinstance(p, click.Option)}
+        records = {name: record for name, record in records.items() if record}
+        placed: set[str] = set()
+        for title, names in HELP_SECTIONS.items():
+            rows = [records[n] for n in names if n in records]
+            placed.update(n for n in names if n in records)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        rest = [record for name, record in records.items() if name not in placed]
+        if rest:
+            with formatter.section("Other"):
+                formatter.write_dl(rest)
+
+
 def job_options(flags_default_none: bool):
     """The options that shape a job, shared by `transcribe` and `run`."""
 
@@ -248,7 +286,7 @@ def job_options(flags_default_none: bool):
             "--subtitles",
             "subtitles",
             default=None,
-            help="Write text/subtitle files when the job ends: comma list of txt, vtt, srt, tsv, json, or "
+            help="Write text/subtitle files as each file is done: comma list of txt, vtt, srt, tsv, json, or "
             "all (into --output-dir). Turns word timestamps on. Without --out: all.",
         ),
         click.option(
@@ -657,7 +695,7 @@ def _report(summary) -> None:
     _report_kept(summary.kept)
 
 
-@main.command()
+@main.command(cls=SectionedCommand)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option(
     "--out",
@@ -673,7 +711,8 @@ def transcribe(inputs, out_dir, **flags) -> None:
 
     Writes Parquet manifests into --out: files/ (one row per input: status, error, timings),
     segments/ (start_s, end_s, text) and pieces/. Without --out it works like whisper: txt, vtt, srt, tsv and
-    json files named after each input in the current folder (or -o), manifests in ./podscribe-manifests.
+    json files named after each input in the current folder (or -o), manifests in
+    ./podscribe-manifests/<model>-<language>-<hash> (one job per configuration).
     Exits 1 when no input succeeded.
     """
     settings = _settings(flags)
@@ -713,7 +752,7 @@ def whisper_job_name(settings: dict) -> str:
     return f"{model}-{deciding['language'] or 'auto'}-{digest}"
 
 
-@main.command("run")
+@main.command("run", cls=SectionedCommand)
 @click.argument("job_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--out",
@@ -775,12 +814,12 @@ def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
 )
 @click.option(
     "-o",
-    "--out",
     "--output-dir",
+    "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Where the files go (default <job dir>/subtitles).",
+    help="Where the files go (default <job dir>/subtitles); as on transcribe. --out: its older name here.",
 )
 @cue_options(show_default=True)
 @verbose_option

@@ -121,3 +121,15 @@ def test_srt_speaker_labels_keep_the_line_rule_and_a_single_speaker_file_has_non
     one = [{**s, "speaker": "Speaker 1"} for s in two]
     cues, _ = build_cues(one, rules, 20.0)
     assert "[Speaker" not in to_srt(cues)
+
+
+def test_help_lists_model_and_decoding_first_and_cue_layout_late():
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    for command in ("transcribe", "run"):
+        text = CliRunner().invoke(main, [command, "--help"]).output
+        sections = [line for line in text.splitlines() if line.endswith(":") and not line.startswith(" ")]
+        assert sections[0] == "Model and decoding:" and "Cue layout (subtitles):" in sections, sections
+        assert text.index("--model") < text.index("--output-format") < text.index("--max-line-chars")
