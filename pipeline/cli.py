@@ -20,7 +20,7 @@ from .audio import CutOptions
 from .decode.options import DecodeOptions
 from .diarize.options import BACKENDS, DiarizeOptions
 from .errors import PodscribeError
-from .export import FORMATS, CueRules
+from .export import ALL_FORMATS, FORMATS, CueRules
 from .languages import language_code
 from .models.registry import SELF_INT8, ModelUnavailable, check_name, list_offline, resolve
 from .runtime import COMPUTE_TYPES
@@ -287,7 +287,7 @@ def job_options(flags_default_none: bool):
             "subtitles",
             default=None,
             help="Write text/subtitle files as each file is done: comma list of txt, vtt, srt, tsv, json, or "
-            "all (into --output-dir). Turns word timestamps on. Without --out: all.",
+            "all (into --output-dir); podcast: Podcasting 2.0 transcript JSON (NAME.podcast.json). Turns word timestamps on. Without --out: all.",
         ),
         click.option(
             "-o",
@@ -498,9 +498,9 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             raise click.UsageError(str(exc)) from exc
     from .runner import JobOptions  # torch and transformers: after the checks that need neither
 
-    unknown = sorted(set(settings["subtitles"]) - set(FORMATS))
+    unknown = sorted(set(settings["subtitles"]) - set(ALL_FORMATS))
     if unknown:
-        raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+        raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
     if not DEVICE.fullmatch(str(settings["device"])):
         raise click.UsageError(f"--device {settings['device']!r}: choose auto, cpu, cuda or cuda:N")
     if settings["engine"] not in ("local", "ray"):
@@ -810,7 +810,7 @@ def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
     "formats",
     default="srt,vtt",
     show_default=True,
-    help=f"Comma list of {', '.join(FORMATS)}, or all.",
+    help=f"Comma list of {', '.join(ALL_FORMATS)}, or all (whisper's five; podcast: Podcasting 2.0 JSON).",
 )
 @click.option(
     "-o",

@@ -52,6 +52,9 @@ from .outputs import OutputDir, Written, output_names
 
 log = logging.getLogger("podscribe")
 FORMATS = ("txt", "vtt", "srt", "tsv", "json")  # the order of openai-whisper's `all`
+# Formats beyond whisper's (not in `all`), with their file extension: Podcasting 2.0's transcript JSON.
+EXTRA_FORMATS = {"podcast": "podcast.json"}
+ALL_FORMATS = (*FORMATS, *EXTRA_FORMATS)
 BREAK_BEFORE = {
     "and",
     "but",
@@ -468,11 +471,32 @@ def _speaker(segment: dict, rules: CueRules) -> str | None:
 
 
 def to_txt(segments: list[dict], rules: CueRules = CueRules()) -> str:
-    """One segment a line; a diarized job's lines start with ``Speaker N: ``."""
-    return "".join(
-        (f"{_speaker(s, rules)}: " if _speaker(s, rules) else "") + s["text"].strip() + "\n"
-        for s in sorted(segments, key=lambda s: s["segment"])
-    )
+    """One segment a line, as whisper writes it; a diarized job's in paragraphs, one per speaker turn, each
+    starting with ``Speaker N: `` and separated by a blank line."""
+    ordered = sorted(segments, key=lambda s: s["segment"])
+    if not any(_speaker(s, rules) for s in ordered):
+        return "".join(s["text"].strip() + "\n" for s in ordered)
+    turns: list[tuple[str | None, list[str]]] = []
+    for s in ordered:
+        speaker = _speaker(s, rules)
+        if turns and turns[-1][0] == speaker:
+            turns[-1][1].append(s["text"].strip())
+        else:
+            turns.append((speaker, [s["text"].strip()]))
+    return "\n".join((f"{who}: " if who else "") + " ".join(texts) + "\n" for who, texts in turns)
+
+
+def to_podcast(segments: list[dict], rules: CueRules = CueRules()) -> str:
+    """Podcasting 2.0's transcript JSON (podcast:transcript, type application/json), which podcast apps read:
+    ``version`` and ``segments`` of ``startTime``/``endTime`` (seconds), ``body`` and, when diarized,
+    ``speaker``."""
+    out = []
+    for s in sorted(segments, key=lambda s: s["segment"]):
+        entry = {"startTime": s["start_s"], "endTime": s["end_s"], "body": s["text"].strip()}
+        if _speaker(s, rules):
+            entry = {"speaker": _speaker(s, rules), **entry}
+        out.append(entry)
+    return json.dumps({"version": "1.0.0", "segments": out}, ensure_ascii=False, indent=1)
 
 
 def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, rules: CueRules = CueRules()) -> str:
@@ -544,9 +568,9 @@ def export_job(
     mode writes the inputs named in the command). A table that cannot be read skips its input and is described
     in ``problems``.
     """
-    unknown = sorted(set(formats) - set(FORMATS))
+    unknown = sorted(set(formats) - set(ALL_FORMATS))
     if unknown:
-        raise ValueError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+        raise ValueError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
     job = JobDir(job_dir)
     out_dir = Path(out_dir) if out_dir else Path(job_dir) / "subtitles"
     rows = job.file_rows()
@@ -591,7 +615,7 @@ def write_outputs(
             log.warning("%s shares its name with another input: its files are named %s.*", path, name)
         for fmt in formats:
             text = _render(fmt, {**row, "path": path}, segments, cues, timed, rules)
-            contents[f"{name}.{fmt}"] = text.encode("utf-8")
+            contents[f"{name}.{EXTRA_FORMATS.get(fmt, fmt)}"] = text.encode("utf-8")
     return OutputDir(out_dir).write(contents)
 
 
@@ -622,4 +646,6 @@ def _render(fmt: str, row: dict, segments: list[dict], cues: list[Cue], timed: b
         return to_vtt(cues, timed)
     if fmt == "txt":
         return to_txt(segments, rules)
+    if fmt == "podcast":
+        return to_podcast(segments, rules)
     return to_json(row, segments, cues, timed, rules)

@@ -133,3 +133,24 @@ def test_help_lists_model_and_decoding_first_and_cue_layout_late():
         sections = [line for line in text.splitlines() if line.endswith(":") and not line.startswith(" ")]
         assert sections[0] == "Model and decoding:" and "Cue layout (subtitles):" in sections, sections
         assert text.index("--model") < text.index("--output-format") < text.index("--max-line-chars")
+
+
+def test_podcasting_transcript_json_and_paragraphs_per_speaker():
+    from pipeline.export import to_podcast, to_txt
+
+    doc = json.loads(to_podcast(rows(speakers=True)))
+    assert doc["version"] == "1.0.0"
+    assert doc["segments"][0] == {"speaker": "Speaker 1", "startTime": 0.5, "endTime": 2.5, "body": "Welcome back."}
+    assert "speaker" not in json.loads(to_podcast(rows()))["segments"][0]
+    turns = [*rows(speakers=True), {**rows(speakers=True)[1], "segment": 2, "text": "Really."}]
+    assert to_txt(turns) == "Speaker 1: Welcome back.\n\nSpeaker 2: Thanks for having me. Really.\n"
+    assert to_txt(rows()) == "Welcome back.\nThanks for having me.\n"  # whisper's: one segment a line
+
+
+def test_the_podcast_format_is_written_as_name_podcast_json(tmp_path):
+    from pipeline.export import write_outputs
+
+    row = {**ROW, "paths": ["/x/ep.mp3"]}
+    written = write_outputs(row, rows(), ["podcast", "txt"], tmp_path, CueRules(), {})
+    assert sorted(p.name for p in written.paths) == ["ep.podcast.json", "ep.txt"]
+    assert json.loads((tmp_path / "ep.podcast.json").read_text())["segments"][1]["body"] == "Thanks for having me."
