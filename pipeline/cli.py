@@ -88,6 +88,11 @@ CUE_FLAGS = {
         "Speaker labels in subtitles and text when the job was diarized (VTT voice spans, SRT/TXT prefixes, "
         "TSV column, JSON fields).",
     ),
+    "speaker_names": (
+        "speaker_names",
+        str,
+        'Names for Speaker 1, 2, ... in the files, by order of appearance, e.g. "Lena,Walter".',
+    ),
 }
 DEFAULTS.update({key: getattr(CueRules, field) for key, (field, _, _) in CUE_FLAGS.items()})
 CUE_ALIASES = {"max_line_chars": ("--max-line-width",), "max_lines": ("--max-line-count",)}  # openai-whisper's names
@@ -134,7 +139,7 @@ def cue_options(show_default: bool):
                 key,
                 type=None if kind is bool else kind,
                 show_default=show_default,
-                default=getattr(CueRules, field) if show_default else None,
+                default=(getattr(CueRules, field) or None) if show_default and kind is not str else None,
                 help=text,
             )(f)
         return f
@@ -143,7 +148,11 @@ def cue_options(show_default: bool):
 
 
 def _cue_rules(settings: dict) -> CueRules:
-    return CueRules(**{field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()})
+    values = {field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()}
+    names = values["speaker_names"]
+    names = names.split(",") if isinstance(names, str) else names or ()
+    values["speaker_names"] = tuple(n.strip() for n in names if n.strip())
+    return CueRules(**values)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "token_normalize_func": normalize_token})
@@ -170,13 +179,13 @@ HELP_SECTIONS = {
     "Inputs, job and outputs": (
         "out_dir", "subtitles", "output_dir", "retry_failed", "restart", "quiet", "log_file", "verbose",
     ),
-    "Speakers": ("diarize", "num_speakers", "min_speakers", "max_speakers", "diarizer", "speaker_labels"),
+    "Speakers": ("diarize", "num_speakers", "min_speakers", "max_speakers", "diarizer", "speaker_labels", "speaker_names"),
     "Voice activity and Whisper's checks": (
         "vad", "vad_threshold", "no_speech_threshold", "logprob_threshold", "compression_ratio_threshold",
         "min_piece", "max_piece",
     ),
     "Workers": ("threads", "workers", "engine", "address", "max_attempts"),
-    "Cue layout (subtitles)": tuple(key for key in CUE_FLAGS if key != "speaker_labels"),
+    "Cue layout (subtitles)": tuple(key for key in CUE_FLAGS if not key.startswith("speaker_")),
 }  # fmt: skip
 
 

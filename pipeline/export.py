@@ -101,6 +101,7 @@ class CueRules:
     pause_split_s: float = 1.5
     max_lead_s: float = 0.3
     speakers: bool = True  # a diarized job's labels in the files (cues never span a speaker change either way)
+    speaker_names: tuple[str, ...] = ()  # names for Speaker 1, 2, ... (numbered by first appearance)
 
 
 @dataclass
@@ -590,6 +591,28 @@ def export_job(
     return written
 
 
+def named_speakers(segments: list[dict], names: tuple[str, ...]) -> list[dict]:
+    """Segments (and their words) with ``Speaker N`` called ``names[N - 1]`` (``--speaker-names``); the manifest
+    keeps the numbered labels."""
+    if not names:
+        return segments
+
+    def name(label: str | None) -> str | None:
+        number = label.rsplit(" ", 1)[-1] if label and label.startswith("Speaker ") else ""
+        return names[int(number) - 1] if number.isdigit() and 0 < int(number) <= len(names) else label
+
+    return [
+        {
+            **s,
+            "speaker": name(s.get("speaker")),
+            "words": [{**w, "speaker": name(w.get("speaker"))} for w in s["words"]]
+            if s.get("words")
+            else s.get("words"),
+        }
+        for s in segments
+    ]
+
+
 _NAMED: set[str] = set()  # paths whose changed name was said already (once per run, not once per write)
 
 
@@ -603,7 +626,7 @@ def write_outputs(
     only: set[str] | None = None,
 ) -> Written:
     """One done file's outputs, for each of its paths (``only``: those among them), as its row turns done."""
-    segments = sorted(segments, key=lambda seg: seg["segment"])
+    segments = named_speakers(sorted(segments, key=lambda seg: seg["segment"]), rules.speaker_names)
     cues, timed = build_cues(segments, rules, row["duration_s"])
     contents: dict[str, bytes] = {}
     for path in row_paths(row):

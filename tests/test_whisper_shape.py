@@ -154,3 +154,19 @@ def test_the_podcast_format_is_written_as_name_podcast_json(tmp_path):
     written = write_outputs(row, rows(), ["podcast", "txt"], tmp_path, CueRules(), {})
     assert sorted(p.name for p in written.paths) == ["ep.podcast.json", "ep.txt"]
     assert json.loads((tmp_path / "ep.podcast.json").read_text())["segments"][1]["body"] == "Thanks for having me."
+
+
+def test_speaker_names_by_order_of_appearance(tmp_path):
+    from pipeline.cli import DEFAULTS, _cue_rules
+    from pipeline.export import write_outputs
+
+    rules = _cue_rules({**DEFAULTS, "speaker_names": "Lena, Walter"})
+    assert rules.speaker_names == ("Lena", "Walter")
+    row = {**ROW, "paths": ["/x/ep.mp3"]}
+    write_outputs(row, rows(speakers=True), ["txt", "podcast", "vtt"], tmp_path, rules, {})
+    assert (tmp_path / "ep.txt").read_text() == "Lena: Welcome back.\n\nWalter: Thanks for having me.\n"
+    assert [s["speaker"] for s in json.loads((tmp_path / "ep.podcast.json").read_text())["segments"]] == [
+        "Lena",
+        "Walter",
+    ]
+    assert "<v Walter>" in (tmp_path / "ep.vtt").read_text()
