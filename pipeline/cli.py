@@ -177,7 +177,7 @@ HELP_SECTIONS = {
         "task", "initial_prompt", "hotwords", "fallback_beams", "coverage", "word_timestamps", "cache_dir",
     ),
     "Inputs, job and outputs": (
-        "out_dir", "subtitles", "output_dir", "retry_failed", "restart", "quiet", "log_file", "verbose",
+        "out_dir", "subtitles", "output_dir", "dry_run", "retry_failed", "restart", "quiet", "log_file", "verbose",
     ),
     "Speakers": ("diarize", "num_speakers", "min_speakers", "max_speakers", "diarizer", "speaker_labels", "speaker_names"),
     "Voice activity and Whisper's checks": (
@@ -438,6 +438,12 @@ def job_options(flags_default_none: bool):
             "(pip install 'podscribe[pyannote]', HF_TOKEN with its terms accepted).",
         ),
         click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Show the plan and stop: the inputs, their hours of audio, and an estimate from the rate this "
+            "machine recorded with this model, compute type and device. Writes nothing.",
+        ),
         click.option("--restart", is_flag=True, help="Forget this job dir's results and start over."),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars (for cron)."),
         click.option(
@@ -633,6 +639,12 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
             "(curl -O URL, yt-dlp -x URL), then give the file."
         )
     options = _job_options(out_dir, settings, flags)
+    if flags.get("dry_run"):
+        from .dryrun import plan, rate_key
+
+        key = rate_key(settings["model"], settings["compute_type"], settings["device"])
+        click.echo(plan(inputs, key, options.cache_dir))
+        return
     _log_to(flags.get("log_file"))
     stopper = Stopper()
     previous = stopper.install()

@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import audio, prefetch, progress, tables, vad, workers
+from . import audio, dryrun, prefetch, progress, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
 from .decode.transcriber import Abandoned
@@ -761,6 +761,8 @@ def run(
                 )
             )
     summary.wall_s = time.monotonic() - start
+    key = dryrun.rate_key(options.model, options.compute_type, options.device)
+    dryrun.record_rate(key, summary.audio_s, summary.wall_s, options.cache_dir)  # for --dry-run's estimate
     return summary
 
 

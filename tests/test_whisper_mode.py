@@ -135,3 +135,33 @@ def test_outputs_are_written_as_each_file_is_done(three, cache_dir, tmp_path):
 
 def _trace(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
+
+
+def test_dry_run_plans_writes_nothing_and_estimates_from_this_machines_recorded_rate(three, tiny_en_models, tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline import dryrun
+    from pipeline.cli import main
+    from pipeline.decode import DecodeOptions
+    from pipeline.runner import JobOptions, run
+
+    jfk, left, _ = three
+    cache = tmp_path / "cache"
+    key = dryrun.rate_key("tiny.en", "auto", "auto")
+    first = dryrun.plan([str(jfk), str(left), str(tmp_path / "gone.mp3")], key, cache)
+    assert first.startswith("2 inputs, 0:00:16 of audio; 1 cannot be read") and "estimate: none yet" in first
+    options = JobOptions(
+        out_dir=tmp_path / "job", model="tiny.en", cache_dir=cache, progress=False, decode=DecodeOptions()
+    )
+    assert run([str(jfk)], options, models=tiny_en_models).done == 1
+    rate = dryrun.recorded_rate(key, cache)
+    assert rate and rate > 0
+    assert f"estimate: {__import__('pipeline.progress').progress.clock(16.0 / rate)}" in dryrun.plan(
+        [str(jfk), str(left)], key, cache
+    )
+    result = CliRunner().invoke(
+        main, ["transcribe", "--model", "tiny.en", "--cache-dir", str(cache), "--dry-run", "-o", str(tmp_path / "out"),
+               str(jfk)],
+    )  # fmt: skip
+    assert result.exit_code == 0 and "1 inputs, 0:00:11 of audio" in result.output, result.output
+    assert not (tmp_path / "out").exists()
