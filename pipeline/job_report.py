@@ -57,8 +57,8 @@ def partial_rate(root: Path) -> float:
     return audio_s / wall_s if wall_s > 0 else 0.0
 
 
-FILE_FIELDS = ("path", "status", "duration_s", "language", "n_segments", "n_words", "n_speakers", "wall_s",
-               "realtime_factor", "finished_at", "error", "warnings")  # fmt: skip
+FILE_FIELDS = ("path", "status", "title", "artist", "date", "duration_s", "language", "n_segments", "n_words",
+               "n_speakers", "wall_s", "realtime_factor", "finished_at", "error", "warnings")  # fmt: skip
 
 
 def file_report(root: Path) -> list[dict]:

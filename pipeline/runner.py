@@ -435,7 +435,7 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     language = tables.file_language(done)
     by_piece = {p.index: r for p, r in done}
     flags = {s.index: tables.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
-    outcome = tables.file_done(duration, done, segments, warnings, language, flags)
+    outcome = tables.file_done(duration, done, segments, warnings, language, flags, info.tags)
     rows = tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags)
     if ctx.diarizer is not None:
         outcome, rows = _labelled(ctx, outcome, rows)

@@ -165,3 +165,17 @@ def test_dry_run_plans_writes_nothing_and_estimates_from_this_machines_recorded_
     )  # fmt: skip
     assert result.exit_code == 0 and "1 inputs, 0:00:11 of audio" in result.output, result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_container_tags_are_kept_in_the_files_row(three, tiny_en_models, tmp_path):
+    from helpers import ffmpeg
+    from pipeline.decode import DecodeOptions
+    from pipeline.runner import JobOptions, run
+
+    tagged = tmp_path / "episode 12.mp3"
+    ffmpeg("-i", str(three[0]), "-metadata", "title=Ask not", "-metadata", "artist=JFK Archive",
+           "-metadata", "date=1961-01-20", str(tagged))  # fmt: skip
+    options = JobOptions(out_dir=tmp_path / "job", progress=False, decode=DecodeOptions(language="en"))
+    assert run([str(tagged)], options, models=tiny_en_models).done == 1
+    (row,) = ds.dataset(tmp_path / "job" / "files").to_table().to_pylist()
+    assert (row["title"], row["artist"], row["date"]) == ("Ask not", "JFK Archive", "1961-01-20")
