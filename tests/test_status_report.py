@@ -52,3 +52,25 @@ def test_a_long_file_half_done_has_an_eta_and_a_line_of_its_own(tmp_path):
     doc = json.loads(CliRunner().invoke(main, ["status", str(root), "--json", "--files"]).output)
     assert doc["pending"] == 1 and abs(doc["eta_s"] - 60) < 1 and abs(doc["partial_rate"] - 2.0) < 0.05
     assert [(f["path"], f["status"]) for f in doc["files"]] == [(str(episode), "half done")]
+
+
+def test_datasets_loads_a_job_dir_with_its_lock_files(tmp_path, monkeypatch):
+    import datasets
+
+    from pipeline.manifest import JobDir, write_table
+    from pipeline.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    job = JobDir(tmp_path / "job")
+    job.write_job({}, [])
+    write_table(job.table_path("files", "f1"), [{"file_id": "f1", "path": "/a.mp3", "status": "done"}], FILES_SCHEMA)
+    rows = [{"file_id": "f1", "path": "/a.mp3", "segment": i, "text": f"t{i}"} for i in range(3)]
+    write_table(job.table_path("segments", "f1"), rows, SEGMENTS_SCHEMA)
+    for held in ("claims/f1.lock", "workers/host-1.lock", ".lock"):  # what workers leave while they run
+        (job.root / held).parent.mkdir(parents=True, exist_ok=True)
+        (job.root / held).touch()
+    (job.root / "claims" / "f1.json").write_text('{"attempts": 1}')
+    segments = datasets.load_dataset(str(job.root), split="train")
+    assert segments.num_rows == 3 and segments[0]["text"] == "t0"
+    assert datasets.load_dataset(str(job.root), "files", split="train")[0]["status"] == "done"
