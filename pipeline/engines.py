@@ -22,11 +22,12 @@ import threading
 import time
 import uuid
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import PodscribeError, UsageProblem
 from .export import export_job
-from .runner import Interrupted, JobOptions, JobSummary, job_models, restart_job, run
+from .runner import Interrupted, JobOptions, JobSummary, expand_inputs, job_models, restart_job, run
 from .runtime import quiet_libraries
 
 log = logging.getLogger("podscribe")
@@ -93,13 +94,14 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
         return run(inputs, options, stop=stop)
     start = time.monotonic()
     restart_job(Path(options.out_dir), options.restart)
+    options = replace(options, launched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     threads = _threads_each(options, n)
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
     children = []
     for i in range(1, n):
         child_options = replace(
-            options, restart=False, progress=False, subtitles=[], threads=threads, device=_device_of(options, i)
+            options, restart=False, progress=False, export_at_end=False, threads=threads, device=_device_of(options, i)
         )
         proc = spawn.Process(target=_child, args=(inputs, child_options, results), daemon=False)
         proc.start()
@@ -115,7 +117,7 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     own = replace(options, restart=False, threads=threads, device=_device_of(options, 0))
     try:
         models = job_models(own)  # loaded once for both of this process's passes
-        summary = run(inputs, replace(own, subtitles=[]), models, stop=stop)
+        summary = run(inputs, replace(own, export_at_end=False), models, stop=stop)
     finally:
         others = _collect(results, children)  # before join: a child waits until what it put is read
         for proc in children:
@@ -132,7 +134,7 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     last = run(inputs, own, models, stop=stop)  # what dead workers left, and the subtitles once all are done
     summary.merge(last)
     summary.already_done, summary.skipped_failed = planned  # the last pass sees this run's own rows as earlier
-    summary.subtitles, summary.subtitles_left = last.subtitles, last.subtitles_left
+    summary.subtitles_left = last.subtitles_left
     summary.by_others = summary.elsewhere = 0
     summary.wall_s = time.monotonic() - start
     return summary
@@ -244,6 +246,7 @@ def run_ray(
     if failures:
         summary.failures.append((str(out_dir), "some Ray workers gave up; rerun the same command to finish"))
     elif options.subtitles:
-        summary.subtitles = export_job(out_dir, options.subtitles, options.output_dir, options.cue_rules)
+        only = {str(ref.path) for ref in expand_inputs(inputs)} if options.outputs_named_only else None
+        summary.wrote(export_job(out_dir, options.subtitles, options.output_dir, options.cue_rules, only=only))
     summary.wall_s = time.monotonic() - start
     return summary

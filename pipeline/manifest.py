@@ -3,6 +3,7 @@
 Layout (documented for users in manifests/README.md)::
 
     <job dir>/job.json                  resolved configuration of the job
+    <job dir>/README.md                 a dataset card: datasets.load_dataset(<job dir>[, "files"|"pieces"])
     <job dir>/files/<file_id>.parquet     one row: the input's latest outcome
     <job dir>/segments/<file_id>.parquet  the input's stitched segments
     <job dir>/pieces/<file_id>.parquet    per-piece decoding facts and stats
@@ -358,6 +359,8 @@ class JobDir:
     def write_job(self, config: dict, inputs: list[str]) -> None:
         record = {"config": config, "config_hash": self.config_hash(config), "inputs": inputs}
         atomic_write_bytes(self.root / "job.json", json.dumps(record, indent=2, sort_keys=True).encode())
+        if not (self.root / "README.md").exists():
+            atomic_write_bytes(self.root / "README.md", DATASET_CARD.encode())
 
     def clear(self) -> None:
         """--restart: forget every result (the lock, the folder and quarantined tables stay)."""
@@ -474,6 +477,28 @@ class JobDir:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
         return target
+
+
+# A dataset card: `datasets.load_dataset(JOB)` reads the segments table, `load_dataset(JOB, "files")` the files
+# rows (each table by its own glob: the job dir's lock and JSON files are not read as Parquet). The "parquet"
+# builder with data_dir=JOB reads every file of the folder as one table, which three tables cannot be: give it
+# data_dir=JOB/segments.
+DATASET_CARD = """---
+configs:
+- config_name: segments
+  data_files: "segments/*.parquet"
+  default: true
+- config_name: files
+  data_files: "files/*.parquet"
+- config_name: pieces
+  data_files: "pieces/*.parquet"
+---
+# A podscribe job
+
+Parquet tables: `segments/` (the transcripts), `files/` (one row per input), `pieces/` (decoding facts).
+`datasets.load_dataset("<this folder>")` reads the segments, `load_dataset("<this folder>", "files")` the files
+rows; pyarrow, pandas and DuckDB read each folder (`segments/*.parquet`) as one table.
+"""
 
 
 def damage_hint(path: Path, error: str) -> str:

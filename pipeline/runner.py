@@ -32,6 +32,7 @@ import glob
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import traceback
@@ -43,16 +44,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
-from . import audio, prefetch, tables, vad, workers
+from . import audio, dryrun, prefetch, progress, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
+from .decode.transcriber import Abandoned
 from .diarize.options import DiarizeOptions
 from .errors import ConfigChanged, DamagedState, UsageProblem
-from .export import CueRules, export_job
+from .export import CueRules, export_job, write_outputs
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
+from .outputs import Written, output_names
 from .records import PieceResult
 from .runtime import pick_runtime, recorded_compute_type, return_freed_memory
 from .stitch import stitch
@@ -122,8 +123,11 @@ class JobOptions:
     retry_failed: bool = False
     restart: bool = False
     checkpoint_pieces: bool = True  # persist each decoded batch (resume inside a file); off only to measure its cost
-    subtitles: list[str] = field(default_factory=list)  # formats to export when the job ends
+    subtitles: list[str] = field(default_factory=list)  # formats written as each file is done, and at the end
     output_dir: Path | None = None  # where they go (default <out_dir>/subtitles)
+    outputs_named_only: bool = False  # whisper mode: outputs only for the inputs named in this command
+    export_at_end: bool = True  # write every output once all workers are done (off for all but the last pass)
+    launched_at: str | None = None  # --workers N: when the launch began (rows done since are this launch's work)
     cue_rules: CueRules = field(default_factory=CueRules)
     threads: int | None = None  # torch CPU threads (None: torch's default)
     max_attempts: int = workers.MAX_ATTEMPTS  # worker deaths on one file (no new batch between) before it fails
@@ -144,6 +148,7 @@ class JobSummary:
     missing: list[tuple[str, str]] = field(default_factory=list)  # unreadable now; earlier results kept
     warnings: list[tuple[str, str]] = field(default_factory=list)  # done, with something to check
     subtitles: list[Path] = field(default_factory=list)
+    kept: list[tuple[Path, Path | None]] = field(default_factory=list)  # outputs a person changed: (kept, new)
     by_others: int = 0  # finished by other workers of the job while this one ran
     relabelled: int = 0  # finished files given speaker labels without decoding them again
     elsewhere: int = 0  # being decoded by other workers when this one ran out of files
@@ -155,8 +160,12 @@ class JobSummary:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("already_done", "skipped_failed", "copies"):  # every worker plans the same job: counted once
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
-        for name in ("failures", "missing", "warnings"):
+        for name in ("failures", "missing", "warnings", "subtitles", "kept"):
             getattr(self, name).extend(x for x in getattr(other, name) if x not in getattr(self, name))
+
+    def wrote(self, written: Written) -> None:
+        self.subtitles += [p for p in written.paths if p not in self.subtitles]
+        self.kept += [k for k in written.kept if k not in self.kept]
 
 
 def expand_inputs(inputs: list[str]) -> list[InputRef]:
@@ -214,7 +223,7 @@ class FileContext:
     job: JobDir
     stop: threading.Event
     probed: audio.AudioInfo | AudioError
-    bar: tqdm | None = None
+    bar: progress.AudioBar | None = None
     checkpoint: bool = True
     config_hash: str | None = None
     diarizer: Diarizer | None = None
@@ -385,7 +394,10 @@ def _decode_batch(
 ) -> None:
     pieces = [entry[0] for entry in batch]
     samples = [p.samples for p in pieces]
-    results = ctx.transcriber.transcribe(samples, lock(samples), voices)
+    try:
+        results = ctx.transcriber.transcribe(samples, lock(samples), voices)
+    except Abandoned:  # a stop during a second chance: this batch is decoded again on resume
+        raise Interrupted() from None
     return_freed_memory()
     for p in pieces:
         _trace("decoded", ctx.file_id, p.index)
@@ -405,7 +417,7 @@ def _ready(ctx: FileContext, queue: deque[list]):
     while queue and queue[0][1] is not None:
         piece, result = queue.popleft()
         if ctx.bar is not None:
-            ctx.bar.update(round(piece.duration_s, 2))
+            ctx.bar.advance(piece.duration_s)
         yield piece, result
 
 
@@ -423,7 +435,7 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     language = tables.file_language(done)
     by_piece = {p.index: r for p, r in done}
     flags = {s.index: tables.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
-    outcome = tables.file_done(duration, done, segments, warnings, language, flags)
+    outcome = tables.file_done(duration, done, segments, warnings, language, flags, info.tags)
     rows = tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags)
     if ctx.diarizer is not None:
         outcome, rows = _labelled(ctx, outcome, rows)
@@ -444,7 +456,7 @@ def _labelled(ctx: FileContext, row: dict, segments: list[dict]) -> tuple[dict, 
     return tables.file_labelled(row, labelled, n_speakers, ctx.diarizer.config), labelled
 
 
-def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
+def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> tuple[dict, list[dict]] | None:
     """A finished file that needs speaker labels (``--diarize`` added or changed): its segments labelled, nothing
     decoded again. Segments first, the files row last, each written atomically."""
     known_damage = len(ctx.job.damaged)
@@ -466,6 +478,7 @@ def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
     ctx.job.write_labels(new_row, labelled)
     summary.relabelled += 1
     log.info("labelled %s: %d speakers", ctx.path, new_row["n_speakers"])
+    return new_row, labelled
 
 
 def _base_row(ctx: FileContext) -> dict:
@@ -486,7 +499,7 @@ def _base_row(ctx: FileContext) -> dict:
     )
 
 
-def _run_one(ctx: FileContext, summary: JobSummary) -> None:
+def _run_one(ctx: FileContext, summary: JobSummary) -> tuple[dict, list[dict]]:
     t0 = time.monotonic()
     identity = _base_row(ctx)
     try:
@@ -513,6 +526,7 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
         summary.failed += 1
         summary.failures.append((str(ctx.path), row["error"]))
         log.warning("%s: %s", ctx.path, row["error"])
+    return row, segments
 
 
 # -- the job ----------------------------------------------------------------------
@@ -668,6 +682,8 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
                 job.update_file_row(row)
             if _needs_labels(row, labels):
                 todo.append(Task(task.file_id, task.refs, task.problem, relabel=True))
+            elif options.launched_at and (row.get("finished_at") or "") >= options.launched_at:
+                summary.by_others += 1  # done by another worker of this launch, not before it
             else:
                 summary.already_done += 1
         elif state == "failed" and not options.retry_failed:
@@ -723,20 +739,38 @@ def run(
     diarizer = _diarizer(options)
     with job.locked():
         config = job_config(options, models)
-        todo, seen = _prepare(refs, job, config, options, summary, registration)
+        todo, seen, names = _prepare(refs, job, config, options, summary, registration)
         registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
+    only = {str(ref.path) for ref in refs} if options.outputs_named_only else None
     try:
         transcriber = Transcriber(models, options.decode)
-        _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer).decode_all(todo)
+        transcriber.stop = stop
+        transcriber.notify = functools.partial(_second_chance, shown=options.progress)
+        worker = _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer, names, only)
+        worker.decode_all(todo)
     finally:
         registration.__exit__()
-    if options.subtitles:
+    if options.subtitles and options.export_at_end:
         if workers.live_workers(job.root):
             summary.subtitles_left = True
-        else:
-            summary.subtitles = export_job(options.out_dir, options.subtitles, options.output_dir, options.cue_rules)
+        else:  # files done in earlier runs (and by other workers) too; what is already written stays as it is
+            named = [str(ref.path) for ref in refs]
+            summary.wrote(
+                export_job(
+                    options.out_dir, options.subtitles, options.output_dir, options.cue_rules, only=only, named=named
+                )
+            )
     summary.wall_s = time.monotonic() - start
+    key = dryrun.rate_key(options.model, options.compute_type, options.device)
+    dryrun.record_rate(key, summary.audio_s, summary.wall_s, options.cache_dir)  # for --dry-run's estimate
     return summary
+
+
+def _second_chance(line: str, shown: bool) -> None:
+    """A piece at its second chance (beam search, then sampling) can take minutes: said, so the bar does not
+    look hung."""
+    log.info("%s", line)
+    progress.say(line, shown)
 
 
 def _diarizer(options: JobOptions) -> Diarizer | None:
@@ -753,6 +787,8 @@ def _diarizer(options: JobOptions) -> Diarizer | None:
 
 
 def job_models(options: JobOptions) -> Models:
+    if options.progress:  # seconds of silence otherwise
+        print(f"loading {options.model or 'the default model'} ...", file=sys.stderr, flush=True)
     runtime = pick_runtime(options.device, _compute_type(options))
     return load_models(options.model, options.assistant, runtime, options.cache_dir)
 
@@ -784,13 +820,13 @@ def _prepare(
     options: JobOptions,
     summary: JobSummary,
     registration: workers.Registration,
-) -> tuple[list[Task], dict[str, str | None]]:
+) -> tuple[list[Task], dict[str, str | None], dict[str, str]]:
     """Planning, under the preparation lock: --restart, the configuration check, job.json, what is left.
 
     A worker joining a job that other workers are at work on never starts it over (with accelerate every
     rank passes the same --restart: the first one restarts, the others join) and adds its inputs to the
-    job's. Returns the files to decode and, per file, the ``finished_at`` of its row as planned (a row
-    that changed since was written by another worker)."""
+    job's. Returns the files to decode, per file the ``finished_at`` of its row as planned (a row that changed
+    since was written by another worker), and the output file name of each input path."""
     others = workers.live_workers(job.root, besides=registration.path)
     if options.restart:
         _restart(job, others)
@@ -803,7 +839,8 @@ def _prepare(
             inputs = list(dict.fromkeys([*earlier, *inputs]))
     job.write_job(config, inputs)
     todo = _plan(refs, job, rows, options, summary)
-    return todo, {r["file_id"]: r.get("finished_at") for r in rows}
+    names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
+    return todo, {r["file_id"]: r.get("finished_at") for r in rows}, names
 
 
 def _restart(job: JobDir, others: list[str]) -> None:
@@ -838,6 +875,19 @@ class _Worker:
     summary: JobSummary
     seen: dict[str, str | None]  # per file, the finished_at of its row as planned
     diarizer: Diarizer | None = None
+    names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs.output_names)
+    only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
+
+    def write_outputs(self, row: dict, segments: list[dict]) -> None:
+        """A file's outputs (txt, srt, ...) as soon as its row is done or relabelled: a job stopped at 6 a.m.
+        has every finished episode's files."""
+        options = self.options
+        if not options.subtitles:
+            return
+        out_dir = options.output_dir or options.out_dir / "subtitles"
+        written = write_outputs(row, segments, options.subtitles, out_dir, options.cue_rules, self.names, self.only)
+        self.summary.wrote(written)
+        _trace("written", row["file_id"], len(written.paths))
 
     def decode_all(self, todo: list[Task]) -> None:
         """Longest first; each file only under its claim. Files held by other workers are tried again after a
@@ -848,14 +898,7 @@ class _Worker:
             k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
         }
         pending = sorted(todo, key=lambda task: -durations[task.file_id])
-        with tqdm(
-            total=round(sum(durations.values()) / 3600, 3),
-            unit="h",
-            desc="job",
-            disable=not self.options.progress,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
-            position=0,
-        ) as job_bar:
+        with progress.job_bar(sum(durations.values()), self.options.progress) as job_bar:
             looked_again = False
             lookahead = _Lookahead(self.job, self.transcriber, self.options.cut, probed)
             try:
@@ -930,7 +973,7 @@ class _Worker:
                 )
                 current.release()
                 current = None
-                job_bar.update(round(durations[task.file_id] / 3600, 3))
+                job_bar.advance(durations[task.file_id])
         except BaseException:
             if current is not None:  # decode_claimed gave it back, or its death counts (as ever)
                 current.release()
@@ -970,6 +1013,8 @@ class _Worker:
             results = self.transcriber.transcribe(
                 [piece.samples for _, piece, _, _ in entries], None, [heard for *_, heard in entries]
             )
+        except Abandoned:  # a stop during a second chance: these files are decoded again on resume
+            raise Interrupted() from None
         except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
             log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
             return {}
@@ -999,15 +1044,7 @@ class _Worker:
             held.finish()
             return
         options = self.options
-        with tqdm(
-            total=round(duration_s, 1),
-            unit="s",
-            desc=task.refs[0].path.name[:40],
-            leave=False,
-            disable=not options.progress,
-            position=1,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]",
-        ) as file_bar:
+        with progress.file_bar(task.refs[0].path.name, duration_s, options.progress) as file_bar:
             ctx = FileContext(
                 task,
                 self.transcriber,
@@ -1036,10 +1073,13 @@ class _Worker:
             try:
                 if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
                     self.summary.by_others += 1  # another worker labelled it in the meantime
+                    finished = None
                 elif task.relabel and row is not None:
-                    _relabel_one(ctx, row, self.summary)
+                    finished = _relabel_one(ctx, row, self.summary)
                 else:
-                    _run_one(ctx, self.summary)
+                    finished = _run_one(ctx, self.summary)
+                if finished is not None and finished[0]["status"] == "done":
+                    self.write_outputs(*finished)
             except BaseException:
                 held.give_back()  # the worker lives: a clean stop or a full disk is no death
                 raise

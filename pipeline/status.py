@@ -19,7 +19,9 @@ from pathlib import Path
 from . import audio, workers
 from .audio import AudioError
 from .errors import DamagedState
+from .job_report import partial_rate
 from .manifest import JobDir, damage_hint, row_paths
+from .progress import clock
 
 
 @dataclass
@@ -43,6 +45,7 @@ class JobStatus:
     failures: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # inputs that cannot be read now
     problems: list[str] = field(default_factory=list)  # damaged state, with what to do
+    partial_rate: float = 0.0  # audio s per wall s of the files being decoded, from their checkpoints
 
     @property
     def throughput(self) -> float:
@@ -56,13 +59,14 @@ class JobStatus:
 
     @property
     def eta_s(self) -> float | None:
-        rate = self.throughput * max(1, self.workers_active)
+        """Audio left over the rate of the files done, or, before any is done, of the batches saved so far."""
+        rate = (self.throughput or self.partial_rate) * max(1, self.workers_active)
         return self.audio_left_s / rate if rate > 0 else None
 
     def render(self) -> str:
         workers_now = max(1, self.workers_active)
         eta = (
-            f"{self.eta_s / 3600:.2f} h with {workers_now} worker{'s' * (workers_now > 1)}"
+            f"{clock(self.eta_s)} with {workers_now} worker{'s' * (workers_now > 1)}"
             if self.eta_s is not None
             else "unknown (nothing done yet)"
         )
@@ -186,6 +190,7 @@ def job_status(root: Path) -> JobStatus:
             pass
     st.pending += len(pending)
     st.busy_s = busy_seconds([r for r in rows.values() if r["status"] == "done"])
+    st.partial_rate = partial_rate(Path(root)) if not st.done else 0.0
     st.workers_active = len(workers.live_workers(root))
     st.files_active = len(workers.held_claims(root))
     done_ids = {fid for fid, r in rows.items() if r["status"] == "done" and r.get("n_flagged")}

@@ -91,7 +91,7 @@ def test_identical_copies_keep_every_path_and_each_gets_its_subtitles(speech, ti
     assert (summary.done, summary.copies) == (2, 1)
     rows = files_rows(out)
     assert sorted(len(r["paths"]) for r in rows.values()) == [1, 2]
-    subtitles = sorted(p.name for p in (out / "subtitles").iterdir())
+    subtitles = sorted(p.name for p in (out / "subtitles").iterdir() if not p.name.startswith("."))
     assert len(subtitles) == 3 and "other.srt" in subtitles, subtitles
     ep = [p for p in (out / "subtitles").iterdir() if p.name.startswith("ep-")]
     assert len(ep) == 2 and ep[0].read_text() == ep[1].read_text() != ""

@@ -32,7 +32,10 @@ openai-whisper's and faster-whisper's ``find_alignment`` do.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -62,7 +65,15 @@ from .rules import RuleState
 SCORE_CHUNK = 32
 
 
+class Abandoned(Exception):
+    """A stop was asked for while a piece was at its second chance (which can take minutes): its batch is
+    dropped, and decoded again on resume (the same seeded result)."""
+
+
 class Transcriber:
+    stop: threading.Event | None = None  # set: a second chance in progress is abandoned (Abandoned)
+    notify: Callable[[str], None] | None = None  # told when a piece goes to its second chance
+
     def __init__(self, models: Models, options: DecodeOptions | None = None, use_assistant: bool = True):
         self.models = models
         self.options = options = options or DecodeOptions()
@@ -211,27 +222,56 @@ class Transcriber:
                 if best.compression_ratio > o.compression_ratio_threshold
                 else f"avg log-prob {best.avg_logprob:.2f}"
             )
-            for label, beams, temperature in recover.fallbacks(o.fallback_beams):
-                again = self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
-                trial = PieceResult()
-                self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial])
-                candidate = recover.Candidate(trial.avg_logprob, self._compression(again.tokens))
-                keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
-                r.redecodes.append(
-                    Redecode(
-                        0.0,
-                        round(len(audio[i]) / SAMPLE_RATE, 3),
-                        f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
-                        [t for t in again.tokens if t < self.tokens.eot] if keep else [],
-                    )
+            ladder = list(recover.fallbacks(o.fallback_beams))
+            if ladder and self.notify is not None:
+                self.notify(
+                    f"a {len(audio[i]) / SAMPLE_RATE:.0f} s piece failed Whisper's checks ({why}): second chance "
+                    f"({', '.join(label for label, _, _ in ladder[:2])}, ...; Ctrl-C abandons it, redone on resume)"
                 )
-                r.stats.main_calls += again.stats.main_calls
-                r.stats.redecode_calls += again.stats.main_calls
-                if keep:
-                    generated[i], best = again, candidate
-                    r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
-                if not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
-                    break
+            with self._abandon_on_stop():
+                self._ladder(i, r, best, why, ladder, features, encoded, languages, generated, audio)
+
+    @contextlib.contextmanager
+    def _abandon_on_stop(self):
+        """While a second chance runs, every main-model forward pass first checks for a stop."""
+        stop = self.stop
+
+        def check(_module, _args):
+            if stop is not None and stop.is_set():
+                raise Abandoned()
+
+        handle = self.models.main.register_forward_pre_hook(check)
+        try:
+            if stop is not None and stop.is_set():
+                raise Abandoned()
+            yield
+        finally:
+            handle.remove()
+
+    def _ladder(self, i, r, best, why, ladder, features, encoded, languages, generated, audio) -> None:
+        """The attempts of one piece's second chance, until one passes Whisper's checks."""
+        o = self.options
+        for label, beams, temperature in ladder:
+            again = self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
+            trial = PieceResult()
+            self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial])
+            candidate = recover.Candidate(trial.avg_logprob, self._compression(again.tokens))
+            keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
+            r.redecodes.append(
+                Redecode(
+                    0.0,
+                    round(len(audio[i]) / SAMPLE_RATE, 3),
+                    f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
+                    [t for t in again.tokens if t < self.tokens.eot] if keep else [],
+                )
+            )
+            r.stats.main_calls += again.stats.main_calls
+            r.stats.redecode_calls += again.stats.main_calls
+            if keep:
+                generated[i], best = again, candidate
+                r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
+            if not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
+                break
 
     def _again(self, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
         """One piece decoded by transformers' generate (main model; beam search or seeded sampling), as
