@@ -11,7 +11,9 @@ Built to survive the night:
 - each decoded batch of pieces is persisted atomically before the next one
   starts, so a killed run resumes inside a half-done file, and a finished
   file is consolidated into its tables;
-- a file that kills its workers again and again (counted on disk) becomes a failed row;
+- a process that dies on a file only makes it a suspect (a whole run killed is no evidence): it is decoded
+  last, alone, in a watched child process, and fails only when that child dies again at the same place
+  while its worker lives (isolate.py);
 - rerunning skips inputs already done (and failed ones, unless asked to retry);
   a changed configuration is refused unless the job is restarted;
 - an input is its content (a SHA-256 of every byte): copies at several paths are
@@ -32,6 +34,7 @@ import glob
 import json
 import logging
 import os
+import signal
 import threading
 import time
 import traceback
@@ -45,7 +48,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from . import audio, prefetch, tables, vad, workers
+from . import audio, isolate, prefetch, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
 from .diarize.options import DiarizeOptions
@@ -126,7 +129,7 @@ class JobOptions:
     output_dir: Path | None = None  # where they go (default <out_dir>/subtitles)
     cue_rules: CueRules = field(default_factory=CueRules)
     threads: int | None = None  # torch CPU threads (None: torch's default)
-    max_attempts: int = workers.MAX_ATTEMPTS  # worker deaths on one file (no new batch between) before it fails
+    max_attempts: int = workers.MAX_ATTEMPTS  # watched deaths of a suspect file decoded alone before it fails
     diarize: DiarizeOptions | None = None  # speaker labels (None: none)
 
 
@@ -192,6 +195,16 @@ def _trace(event: str, file_id: str, number: int) -> None:
     if path:
         with open(path, "a") as f:
             f.write(f"{event} {file_id} {number} {os.getpid()}\n")
+
+
+def _crash_test(path: Path, indexes: list[int]) -> None:
+    """Test hook: PODSCRIBE_CRASH=<file name>:<piece> kills the process (SIGKILL, as the OOM killer would) when it
+    starts decoding that piece of that file: a file that really kills its worker."""
+    planted = os.environ.get("PODSCRIBE_CRASH")
+    if planted:
+        name, _, piece = planted.rpartition(":")
+        if name == path.name and int(piece) in indexes:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 # -- one file -------------------------------------------------------------------
@@ -385,6 +398,7 @@ def _decode_batch(
 ) -> None:
     pieces = [entry[0] for entry in batch]
     samples = [p.samples for p in pieces]
+    _crash_test(ctx.path, [p.index for p in pieces])
     results = ctx.transcriber.transcribe(samples, lock(samples), voices)
     return_freed_memory()
     for p in pieces:
@@ -721,12 +735,12 @@ def run(
     if models is None:  # before the lock: the workers of a launch load their models at the same time
         models = job_models(options)
     diarizer = _diarizer(options)
+    transcriber = Transcriber(models, options.decode)  # options the model refuses: before the job dir is made
     with job.locked():
         config = job_config(options, models)
         todo, seen = _prepare(refs, job, config, options, summary, registration)
         registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
     try:
-        transcriber = Transcriber(models, options.decode)
         _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer).decode_all(todo)
     finally:
         registration.__exit__()
@@ -838,16 +852,20 @@ class _Worker:
     summary: JobSummary
     seen: dict[str, str | None]  # per file, the finished_at of its row as planned
     diarizer: Diarizer | None = None
+    alone: bool = False  # a child process decoding suspect files alone for its worker (isolate.py)
+    watched: isolate.Watched | None = None  # that child, seen from its worker
 
     def decode_all(self, todo: list[Task]) -> None:
-        """Longest first; each file only under its claim. Files held by other workers are tried again after a
-        pass (their worker may have died), until a pass finds nothing to take."""
+        """Longest first, suspects last (a process died on them: isolate.py); each file only under its claim.
+        Files held by other workers are tried again after a pass (their worker may have died), until a pass
+        finds nothing to take."""
         job, summary = self.job, self.summary
         probed = _probe_all(todo)
         durations = {
             k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
         }
-        pending = sorted(todo, key=lambda task: -durations[task.file_id])
+        suspects = {t.file_id for t in todo if workers.suspect(job.root, t.file_id)}
+        pending = sorted(todo, key=lambda task: (task.file_id in suspects, -durations[task.file_id]))
         with tqdm(
             total=round(sum(durations.values()) / 3600, 3),
             unit="h",
@@ -873,6 +891,8 @@ class _Worker:
                             if held is None:
                                 busy.append(task)
                                 continue
+                            if self._finished_by_others(task, held):
+                                continue
                             _trace("claimed", task.file_id, held.deaths)
                             claims.append((task, held))
                         streams = lookahead.take([task for task, _ in claims])
@@ -890,6 +910,21 @@ class _Worker:
                     pending = busy
             finally:
                 lookahead.close()
+                if self.watched is not None:
+                    self.watched.close()
+
+    def _finished_by_others(self, task: Task, held: workers.Claim) -> bool:
+        """Whether another worker wrote the file's row after this one planned (checked as soon as it is claimed:
+        a file held by another worker when this one first passed is usually done when it passes again, and a
+        batch across files must not decode it). (A row as planned is not a reason to skip: a done row whose
+        segments table was damaged is planned to be redone.)"""
+        row = self.job.file_row(task.file_id)
+        if row is None or row.get("finished_at") == self.seen.get(task.file_id):
+            return False
+        self.summary.by_others += 1
+        held.finish()
+        held.release()
+        return True
 
     def _group(self, pending: list[Task], at: int, probed: dict) -> list[Task]:
         """The task at ``at``; if it is a file of one piece, the one-piece files right after it too, up to the
@@ -966,6 +1001,9 @@ class _Worker:
                 entries.append((task.file_id, piece, stream.notes, heard))
         if len(entries) < 2:
             return {}
+        paths = {task.file_id: task.refs[0].path for task, _ in claims}
+        for file_id, *_ in entries:
+            _crash_test(paths[file_id], [0])
         try:
             results = self.transcriber.transcribe(
                 [piece.samples for _, piece, _, _ in entries], None, [heard for *_, heard in entries]
@@ -998,62 +1036,125 @@ class _Worker:
             self.summary.by_others += 1
             held.finish()
             return
+        if held.deaths and not self.alone:  # a process died on it: decoded alone, watched (isolate.py)
+            if stream is not None:
+                stream.items.close()
+            self._decode_watched(task, held, probed, duration_s)
+            return
+        try:
+            self.decode_file(task, row, probed, duration_s, ready, stream)
+        except BaseException:
+            held.give_back()  # the worker lives: a clean stop or a full disk is no death
+            raise
+        held.finish()
+
+    def _decode_watched(self, task: Task, held: workers.Claim, probed, duration_s: float) -> None:
+        """A suspect file, decoded in the child that serves this worker until it is done, or until the child
+        died ``max_attempts`` times in a row at the same place while this worker lived: then it fails."""
+        if self.watched is None:
+            self.watched = isolate.Watched(self.options, self.config_hash, self.stop)
+        while True:
+            try:
+                outcome = self.watched.decode(task, probed, duration_s, self.seen.get(task.file_id))
+            except BaseException:
+                held.give_back()
+                raise
+            if not isinstance(outcome, isolate.Died):
+                isolate.add_counts(self.summary, outcome)
+                held.finish()
+                return
+            witnessed = held.died_alone(self.job.persisted_batches(task.file_id))
+            log.warning(
+                "%s: the process decoding it alone died (%s), %d time(s) in a row at the same place",
+                task.refs[0].path,
+                outcome,
+                witnessed,
+            )
+            if witnessed >= self.options.max_attempts:
+                self._fail_poisoned(task, probed, witnessed, outcome)
+                held.finish()
+                return
+
+    def decode_unclaimed(self, task: Task, probed, duration_s: float) -> None:
+        """In the child that decodes a suspect file alone: its worker holds the claim."""
+        self.decode_file(task, self.job.file_row(task.file_id), probed, duration_s)
+
+    def _context(self, task: Task, probed, bar=None, ready=None, stream=None) -> FileContext:
         options = self.options
+        return FileContext(
+            task,
+            self.transcriber,
+            options.cut,
+            self.job,
+            self.stop,
+            probed,
+            bar,
+            options.checkpoint_pieces,
+            self.config_hash,
+            self.diarizer,
+            ready,
+            stream,
+        )
+
+    def decode_file(
+        self,
+        task: Task,
+        row: dict | None,
+        probed: audio.AudioInfo | AudioError | None,
+        duration_s: float,
+        ready: Predecoded | None = None,
+        stream: _Stream | None = None,
+    ) -> None:
         with tqdm(
             total=round(duration_s, 1),
             unit="s",
             desc=task.refs[0].path.name[:40],
             leave=False,
-            disable=not options.progress,
+            disable=not self.options.progress,
             position=1,
             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]",
         ) as file_bar:
-            ctx = FileContext(
-                task,
-                self.transcriber,
-                options.cut,
-                self.job,
-                self.stop,
-                probed,
-                file_bar,
-                options.checkpoint_pieces,
-                self.config_hash,
-                self.diarizer,
-                ready,
-                stream,
-            )
-            if held.deaths >= options.max_attempts and task.relabel:  # labels are not worth a transcript
-                warning = f"a worker died {held.deaths} times while labelling its speakers: left unlabelled"
-                self.summary.warnings.append((str(ctx.path), warning))
-                self.summary.already_done += 1  # its transcript is
-                log.warning("%s: %s", ctx.path, warning)
-                held.finish()
-                return
-            if held.deaths >= options.max_attempts:
-                _poisoned(ctx, held.deaths, self.summary)
-                held.finish()
-                return
-            try:
-                if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
-                    self.summary.by_others += 1  # another worker labelled it in the meantime
-                elif task.relabel and row is not None:
-                    _relabel_one(ctx, row, self.summary)
-                else:
-                    _run_one(ctx, self.summary)
-            except BaseException:
-                held.give_back()  # the worker lives: a clean stop or a full disk is no death
-                raise
-            held.finish()
+            ctx = self._context(task, probed, file_bar, ready, stream)
+            if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
+                self.summary.by_others += 1  # another worker labelled it in the meantime
+            elif task.relabel and row is not None:
+                _relabel_one(ctx, row, self.summary)
+            else:
+                _run_one(ctx, self.summary)
+
+    def _fail_poisoned(self, task: Task, probed, deaths: int, died: isolate.Died) -> None:
+        ctx = self._context(task, probed)
+        if task.relabel:  # labels are not worth a transcript
+            warning = f"labelling its speakers alone killed the process {deaths} times ({died}): left unlabelled"
+            self.summary.warnings.append((str(ctx.path), warning))
+            self.summary.already_done += 1  # its transcript is
+            log.warning("%s: %s", ctx.path, warning)
+            return
+        _poisoned(ctx, deaths, died, self.summary)
 
 
-def _poisoned(ctx: FileContext, deaths: int, summary: JobSummary) -> None:
-    """A file that killed its worker ``deaths`` times in a row: a failed row (its checkpoints are kept, so
-    --retry-failed resumes from them) instead of one more death."""
+def alone_worker(options: JobOptions, config_hash: str, stop) -> _Worker:
+    """The worker inside the child that decodes suspect files alone (isolate.py): its own models, no claims."""
+    if options.threads:
+        import torch
+
+        torch.set_num_threads(options.threads)
+    models = job_models(options)
+    transcriber = Transcriber(models, options.decode)
+    job = JobDir(options.out_dir)
+    return _Worker(
+        job, transcriber, options, config_hash, stop, JobSummary(job.root), {}, _diarizer(options), alone=True
+    )
+
+
+def _poisoned(ctx: FileContext, deaths: int, died: isolate.Died, summary: JobSummary) -> None:
+    """A file that killed the process decoding it alone ``deaths`` times in a row while its worker lived: a
+    failed row (its checkpoints are kept, so --retry-failed resumes from them) instead of one more death."""
     row = {
         **_base_row(ctx),
         **tables.file_failed(
-            f"a worker died {deaths} times while decoding this file (killed, out of memory, a crash in a native "
-            "library?), the last times without saving a batch; rerun with --retry-failed to try again"
+            f"decoding this file alone killed the process {deaths} times in a row at the same place ({died}; out "
+            "of memory, a crash in a native library?) while the job went on; rerun with --retry-failed to try again"
         ),
         "finished_at": _now(),
         "decode_mode": ctx.transcriber.mode,

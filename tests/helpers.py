@@ -146,7 +146,7 @@ def start(
     )
 
 
-def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
 
