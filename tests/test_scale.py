@@ -16,7 +16,7 @@ import pytest
 
 from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, start, tables
 from pipeline import workers
-from pipeline.errors import EXIT_SIGTERM
+from pipeline.errors import EXIT_SIGINT, EXIT_SIGTERM
 from pipeline.manifest import identify
 from pipeline.status import JobStatus, busy_seconds
 
@@ -121,7 +121,7 @@ def _decoders(trace) -> dict[tuple[str, str], list[str]]:
     return found
 
 
-def _wait_for_two_decoders(procs, trace, timeout: float = 180) -> set[str]:
+def _wait_for_two_decoders(procs, trace, timeout: float = 600) -> set[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pids = {pid for pids in _decoders(trace).values() for pid in pids}
@@ -163,6 +163,43 @@ def test_sigterm_to_a_workers_run_stops_every_worker_after_its_batch_in_hand(sma
     assert len({x.split()[3] for x in events}) == 2
     assert decoded and decoded <= persisted, "a worker dropped its batch in hand"
     assert not workers.live_workers(out), "a worker outlived the run"
+
+
+def test_ctrl_c_at_a_terminal_stops_every_worker_after_its_batch_in_hand(small_archive, cache_dir, tmp_path):
+    """Ctrl-C reaches the whole foreground process group: each worker finishes and saves its batch in hand (the
+    parent's forwarded stop is not a second signal to the children), and none outlives the run."""
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    proc = start(out, small_archive, cache_dir, trace, "--workers", "2", session=True)
+    _wait_for_two_decoders([proc], trace)
+    os.killpg(proc.pid, signal.SIGINT)
+    code, stdout, stderr = finish(proc)
+    assert code == EXIT_SIGINT and "Rerun the same command to resume" in stderr, stdout + stderr
+    events = lines(trace)
+    decoded = {tuple(x.split()[1:3]) for x in events if x.startswith("decoded")}
+    persisted = {tuple(x.split()[1:3]) for x in events if x.startswith("persisted")}
+    assert len({x.split()[3] for x in events}) == 2
+    assert decoded and decoded <= persisted, "a worker dropped its batch in hand"
+    assert not workers.live_workers(out), "a worker outlived the run"
+
+
+def test_killing_the_parent_of_workers_leaves_no_child_decoding(small_archive, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    proc = start(out, small_archive, cache_dir, trace, "--workers", "2")
+    pids = _wait_for_two_decoders([proc], trace)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while (alive := [p for p in pids if _alive(int(p))]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive, "a worker goes on decoding after its parent was killed"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_a_worker_killed_mid_file_loses_nothing_while_another_goes_on(
