@@ -106,7 +106,13 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     children = []
     for i in range(1, n):
         child_options = replace(
-            options, restart=False, progress=False, subtitles=[], threads=threads, device=_device_of(options, i)
+            options,
+            restart=False,
+            progress=False,
+            subtitles=[],
+            writes_outputs=False,
+            threads=threads,
+            device=_device_of(options, i),
         )
         proc = spawn.Process(
             target=_child, args=(inputs, child_options, results, children_stop, os.getpid()), daemon=False
@@ -235,7 +241,13 @@ def run_ray(
         )
         threads = None if gpus else max(1, int(cpus_per_worker))
         worker_options = replace(
-            options, out_dir=out_dir, restart=False, progress=False, subtitles=[], threads=options.threads or threads
+            options,
+            out_dir=out_dir,
+            restart=False,
+            progress=False,
+            subtitles=[],
+            writes_outputs=False,
+            threads=options.threads or threads,
         )  # Ray gives each actor its GPU
         actors = [actor.remote(inputs, worker_options, marker) for _ in range(n)]
         summary, failures = JobSummary(out_dir), []

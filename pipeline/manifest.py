@@ -355,8 +355,10 @@ class JobDir:
             "Use the same options to resume, another --out, or --restart to start over."
         )
 
-    def write_job(self, config: dict, inputs: list[str]) -> None:
+    def write_job(self, config: dict, inputs: list[str], outputs: dict | None = None) -> None:
         record = {"config": config, "config_hash": self.config_hash(config), "inputs": inputs}
+        if outputs:
+            record["outputs"] = outputs  # the subtitles the last worker writes (outputs.py)
         atomic_write_bytes(self.root / "job.json", json.dumps(record, indent=2, sort_keys=True).encode())
 
     def clear(self) -> None:

@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from . import audio, isolate, prefetch, tables, vad, workers
+from . import audio, isolate, outputs, prefetch, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
 from .diarize.options import DiarizeOptions
 from .errors import ConfigChanged, DamagedState, UsageProblem
-from .export import CueRules, export_job
+from .export import CueRules
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
 from .records import PieceResult
@@ -131,6 +131,7 @@ class JobOptions:
     threads: int | None = None  # torch CPU threads (None: torch's default)
     max_attempts: int = workers.MAX_ATTEMPTS  # watched deaths of a suspect file decoded alone before it fails
     diarize: DiarizeOptions | None = None  # speaker labels (None: none)
+    writes_outputs: bool = True  # False for the workers an engine starts: the process that started them writes
 
 
 @dataclass
@@ -744,11 +745,14 @@ def run(
         _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer).decode_all(todo)
     finally:
         registration.__exit__()
-    if options.subtitles:
+    recorded = None  # what every worker of the job agreed on (outputs.py); a joiner may have added it
+    with contextlib.suppress(DamagedState):
+        recorded = (job.read_job() or {}).get("outputs") if options.writes_outputs else None
+    if recorded:
         if workers.live_workers(job.root):
             summary.subtitles_left = True
         else:
-            summary.subtitles = export_job(options.out_dir, options.subtitles, options.output_dir, options.cue_rules)
+            summary.subtitles = outputs.export_recorded(job.root, recorded)
     summary.wall_s = time.monotonic() - start
     return summary
 
@@ -811,11 +815,14 @@ def _prepare(
     rows = _readable_rows(job)
     _check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
+    wanted = outputs.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
     if others:
+        earlier = {}
         with contextlib.suppress(DamagedState):
-            earlier = (job.read_job() or {}).get("inputs", [])
-            inputs = list(dict.fromkeys([*earlier, *inputs]))
-    job.write_job(config, inputs)
+            earlier = job.read_job() or {}
+        inputs = list(dict.fromkeys([*earlier.get("inputs", []), *inputs]))
+        wanted = outputs.join(earlier.get("outputs"), wanted, job.root)
+    job.write_job(config, inputs, wanted)
     todo = _plan(refs, job, rows, options, summary)
     return todo, {r["file_id"]: r.get("finished_at") for r in rows}
 
