@@ -38,15 +38,19 @@ proportion to characters, and the files say so.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import math
+import os
 import re
+import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .errors import StorageError, UsageProblem
 from .manifest import JobDir, atomic_write_bytes, damage_hint, row_paths
 
 log = logging.getLogger("podscribe")
@@ -517,9 +521,47 @@ def export_job(
         for fmt in formats:
             target = out_dir / f"{name}.{fmt}"
             text = _render(fmt, {**row, "path": str(path)}, segments, cues, timed, rules)
-            atomic_write_bytes(target, text.encode("utf-8"))
+            try:
+                atomic_write_bytes(target, text.encode("utf-8"))
+            except StorageError as exc:
+                if not _this_name_only(exc):  # a full disk, a read-only folder: every output would fail
+                    raise
+                problem = f"{target} cannot be written ({exc.__cause__.strerror}): skipped; the others are written"
+                log.warning("%s", problem)
+                if problems is not None:
+                    problems.append(problem)
+                continue
             written.append(target)
     return written
+
+
+def _this_name_only(exc: StorageError) -> bool:
+    """A write that failed for its own name (too long, a folder of that name), not for the folder or disk."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno in (errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR)
+
+
+def check_writable(folder: Path) -> None:
+    """Subtitles can be written into ``folder``: checked before any decoding, so a read-only -o is not found at
+    the end of the night. A folder not made yet is not made here: its nearest existing parent is asked."""
+    folder = Path(folder).absolute()
+    try:
+        if folder.is_dir():
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".podscribe-write-check-")
+            os.close(fd)
+            os.unlink(probe)
+            return
+        parent = next(p for p in folder.parents if p.exists())
+        if not parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{parent} is a file", str(parent))
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EROFS if _read_only(parent) else errno.EACCES))
+    except OSError as exc:
+        raise UsageProblem(f"subtitles cannot be written into {folder}: {exc.strerror or exc}") from exc
+
+
+def _read_only(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
 def _speaker_order(name: str) -> tuple[int, str]:

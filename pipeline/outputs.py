@@ -41,8 +41,13 @@ def join(recorded: dict | None, mine: dict | None, root: Path) -> dict | None:
     )
 
 
-def export_recorded(root: Path, recorded: dict) -> list[Path]:
+def folder(root: Path, recorded: dict) -> Path:
+    return Path(recorded["output_dir"]) if recorded.get("output_dir") else Path(root) / "subtitles"
+
+
+def export_recorded(root: Path, recorded: dict, problems: list[str]) -> list[Path]:
+    """The recorded subtitles written; an output that cannot be written for its own name is described in
+    ``problems`` and the others are written."""
     from .export import export_job
 
-    output_dir = Path(recorded["output_dir"]) if recorded.get("output_dir") else None
-    return export_job(root, recorded["subtitles"], output_dir, CueRules(**recorded["cue_rules"]))
+    return export_job(root, recorded["subtitles"], folder(root, recorded), CueRules(**recorded["cue_rules"]), problems)

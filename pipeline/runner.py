@@ -48,12 +48,12 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from . import audio, isolate, outputs, prefetch, tables, vad, workers
+from . import audio, isolate, outputs, prefetch, probes, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
 from .diarize.options import DiarizeOptions
 from .errors import ConfigChanged, DamagedState, UsageProblem
-from .export import CueRules
+from .export import CueRules, check_writable
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
 from .records import PieceResult
@@ -699,13 +699,23 @@ def _needs_labels(row: dict, speaker_config: str | None) -> bool:
     return speaker_config is not None and bool(row["n_segments"]) and row.get("speaker_config") != speaker_config
 
 
-def _probe_all(tasks: list[Task]) -> dict[str, audio.AudioInfo | AudioError | None]:
+def _probe_all(tasks: list[Task], root: Path) -> dict[str, audio.AudioInfo | AudioError | None]:
     """Every file probed (None for one that only needs labels) before the first is decoded: files go longest
-    first. An ffprobe run is mostly process start-up, so a few run at once (49 clips: 3.0 s one by one, 1.5 s
-    two or four at a time on a 2-core CPU)."""
+    first. A content probed before (by any run or worker of the job) is not probed again (probes.py). An
+    ffprobe run is mostly process start-up, so a few run at once (49 clips: 3.0 s one by one, 1.5 s two or four
+    at a time on a 2-core CPU)."""
+    cache = probes.ProbeCache(root)
+    known = {task.file_id: cache.get(task.file_id) for task in tasks if not task.problem}
+    left = [task for task in tasks if not task.relabel and known.get(task.file_id) is None]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        found = list(pool.map(lambda task: None if task.relabel else _probe(task), tasks))
-    return {task.file_id: info for task, info in zip(tasks, found)}
+        found = dict(zip((task.file_id for task in left), pool.map(_probe, left)))
+    for file_id, info in found.items():
+        if isinstance(info, audio.AudioInfo):
+            cache.put(file_id, info)
+    cache.save()
+    return {
+        task.file_id: None if task.relabel else found.get(task.file_id) or known.get(task.file_id) for task in tasks
+    }
 
 
 def _probe(task: Task) -> audio.AudioInfo | AudioError:
@@ -737,6 +747,8 @@ def run(
         models = job_models(options)
     diarizer = _diarizer(options)
     transcriber = Transcriber(models, options.decode)  # options the model refuses: before the job dir is made
+    if options.subtitles and options.writes_outputs:  # a read-only -o found now, not after the night's decoding
+        check_writable(Path(options.output_dir) if options.output_dir else job.root / "subtitles")
     with job.locked():
         config = job_config(options, models)
         todo, seen = _prepare(refs, job, config, options, summary, registration)
@@ -752,7 +764,9 @@ def run(
         if workers.live_workers(job.root):
             summary.subtitles_left = True
         else:
-            summary.subtitles = outputs.export_recorded(job.root, recorded)
+            problems: list[str] = []
+            summary.subtitles = outputs.export_recorded(job.root, recorded, problems)
+            summary.warnings += [(str(outputs.folder(job.root, recorded)), problem) for problem in problems]
     summary.wall_s = time.monotonic() - start
     return summary
 
@@ -867,7 +881,7 @@ class _Worker:
         Files held by other workers are tried again after a pass (their worker may have died), until a pass
         finds nothing to take."""
         job, summary = self.job, self.summary
-        probed = _probe_all(todo)
+        probed = _probe_all(todo, job.root)
         durations = {
             k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
         }
