@@ -90,6 +90,10 @@ def _child(inputs: list[str], options: JobOptions, results, stop, parent_pid: in
         log.warning("%s", exc)
         results.put(None)
         sys.exit(exc.exit_code)
+    except ValueError as exc:  # options the loaded model refuses: the parent says so (exit 2)
+        log.warning("%s", exc)
+        results.put(None)
+        sys.exit(2)
 
 
 def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threading.Event) -> JobSummary:
