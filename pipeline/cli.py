@@ -400,8 +400,9 @@ def job_options(flags_default_none: bool):
             type=click.IntRange(1, 100),
             default=d("max_attempts"),
             show_default=show,
-            help="A file whose worker dies this many times in a row (killed, out of memory) without saving "
-            "a batch becomes a failed row instead of being tried forever.",
+            help="A file a process died on is decoded last, alone, in a watched child process; when that child "
+            "dies this many times in a row at the same place (out of memory, a native crash) while the job goes "
+            "on, the file becomes a failed row. A killed or stopped run never counts against a file.",
         ),
         click.option(
             "--diarize/--no-diarize",
@@ -506,6 +507,11 @@ def _settings(flags: dict, job: dict | None = None) -> dict:
 
 def _job_options(out_dir: Path, settings: dict, flags: dict):
     """Every argument checked before anything loads or is created: a bad one is exit 2 at once."""
+    from .validate import problems
+
+    out_of_range = problems(settings)  # command line and job file alike
+    if out_of_range:
+        raise click.UsageError("; ".join(out_of_range))
     if settings["model"]:
         try:
             check_name(str(settings["model"]))  # a URL, or a hub model offline: said at once

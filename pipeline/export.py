@@ -38,15 +38,19 @@ proportion to characters, and the files say so.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
+import os
 import re
+import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .errors import StorageError, UsageProblem
 from .manifest import JobDir, damage_hint, row_paths
 from .outputs import OutputDir, Written, output_names
 
@@ -587,7 +591,7 @@ def export_job(
     for row in sorted(files, key=lambda r: r["path"]):
         if row["file_id"] not in damaged:
             segments = segments_by_file.get(row["file_id"], [])
-            written.add(write_outputs(row, segments, formats, out_dir, rules, names, only))
+            written.add(write_outputs(row, segments, formats, out_dir, rules, names, only, problems))
     return written
 
 
@@ -624,8 +628,10 @@ def write_outputs(
     rules: CueRules,
     names: dict[str, str],
     only: set[str] | None = None,
+    problems: list[str] | None = None,
 ) -> Written:
-    """One done file's outputs, for each of its paths (``only``: those among them), as its row turns done."""
+    """One done file's outputs, for each of its paths (``only``: those among them), as its row turns done. An
+    output that cannot be written for its own name is skipped and described in ``problems``."""
     segments = named_speakers(sorted(segments, key=lambda seg: seg["segment"]), rules.speaker_names)
     cues, timed = build_cues(segments, rules, row["duration_s"])
     contents: dict[str, bytes] = {}
@@ -639,7 +645,36 @@ def write_outputs(
         for fmt in formats:
             text = _render(fmt, {**row, "path": path}, segments, cues, timed, rules)
             contents[f"{name}.{EXTRA_FORMATS.get(fmt, fmt)}"] = text.encode("utf-8")
-    return OutputDir(out_dir).write(contents)
+    return OutputDir(out_dir).write(contents, problems)
+
+
+def _this_name_only(exc: StorageError) -> bool:
+    """A write that failed for its own name (too long, a folder of that name), not for the folder or disk."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno in (errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR)
+
+
+def check_writable(folder: Path) -> None:
+    """Subtitles can be written into ``folder``: checked before any decoding, so a read-only -o is not found at
+    the end of the night. A folder not made yet is not made here: its nearest existing parent is asked."""
+    folder = Path(folder).absolute()
+    try:
+        if folder.is_dir():
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".podscribe-write-check-")
+            os.close(fd)
+            os.unlink(probe)
+            return
+        parent = next(p for p in folder.parents if p.exists())
+        if not parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{parent} is a file", str(parent))
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EROFS if _read_only(parent) else errno.EACCES))
+    except OSError as exc:
+        raise UsageProblem(f"subtitles cannot be written into {folder}: {exc.strerror or exc}") from exc
+
+
+def _read_only(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
 def _speaker_order(name: str) -> tuple[int, str]:

@@ -56,6 +56,21 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
+def _wrong_types(record: dict) -> str | None:
+    """What in a parsed job.json is not of the type podscribe wrote (None: nothing)."""
+    inputs = record.get("inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(x, str) for x in inputs):
+        return "inputs is not a list of paths"
+    if not isinstance(record.get("outputs") or {}, dict):
+        return "outputs is not a table"
+    for section, value in record.get("config", {}).items():
+        if section in ("models", "decode", "cut", "diarize") and not isinstance(value, dict):
+            return f"config.{section} is a {type(value).__name__}, not a table"
+    if not isinstance(record.get("config_hash", ""), str):
+        return "config_hash is not a string"
+    return None
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """temp file in the same folder → fsync → rename → fsync the folder; mode from the umask.
 
@@ -324,6 +339,12 @@ class JobDir:
             raise DamagedState(f"{path} is damaged ({exc})") from exc
         if not isinstance(record, dict) or not isinstance(record.get("config", {}), dict):
             raise DamagedState(f"{path} is damaged (not a job record: {type(record).__name__})")
+        wrong = _wrong_types(record)
+        if wrong:
+            raise DamagedState(
+                f"{path} is damaged ({wrong}): restore it, remove it (it is rebuilt from the results when they "
+                "match this run's options), or --restart to start over"
+            )
         return record
 
     def check_config(
@@ -356,8 +377,10 @@ class JobDir:
             "Use the same options to resume, another --out, or --restart to start over."
         )
 
-    def write_job(self, config: dict, inputs: list[str]) -> None:
+    def write_job(self, config: dict, inputs: list[str], outputs: dict | None = None) -> None:
         record = {"config": config, "config_hash": self.config_hash(config), "inputs": inputs}
+        if outputs:
+            record["outputs"] = outputs  # the subtitles the last worker writes (outputs.py)
         atomic_write_bytes(self.root / "job.json", json.dumps(record, indent=2, sort_keys=True).encode())
         if not (self.root / "README.md").exists():
             atomic_write_bytes(self.root / "README.md", DATASET_CARD.encode())

@@ -14,6 +14,11 @@ The record is read and written under an OS lock (``.podscribe/lock``, flock), so
 writing a file's outputs as the file finishes, never lose each other's entries. Everything lives in one
 hidden folder: ``ls``, ``datasets`` and globs over the outputs do not see it.
 
+The workers of one job agree on which outputs it writes: ``--subtitles``, ``-o`` and the cue options are
+recorded in job.json (``outputs``) while workers are at work; a joining worker must ask for the same ones
+(refused with the configuration-mismatch exit code otherwise) or for none (it adopts theirs), and whoever
+finishes last writes what is recorded (``spec``, ``join``, ``export_recorded``).
+
 Names: an input's stem; stems that occur more than once among a job's inputs get ``-<8 hex of the path's
 hash>`` (the same name on every run, said out loud), so no input's files overwrite another's.
 """
@@ -21,14 +26,16 @@ hash>`` (the same name on every run, said out loud), so no input's files overwri
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .errors import ConfigChanged, StorageError
 from .manifest import atomic_write_bytes, try_flock
 
 log = logging.getLogger("podscribe")
@@ -104,14 +111,25 @@ class OutputDir:
             return {}
         return loaded if isinstance(loaded, dict) else {}
 
-    def write(self, files: dict[str, bytes]) -> Written:
-        """Write ``{file name: content}`` into the folder by the rule above."""
+    def write(self, files: dict[str, bytes], problems: list[str] | None = None) -> Written:
+        """Write ``{file name: content}`` into the folder by the rule above. A file that cannot be written for
+        its own name (too long, a folder of that name) is skipped and described in ``problems``; a full disk or a
+        read-only folder stops the write (every output would fail)."""
         done = Written()
         with self._locked():
             record = self._record()
             before = dict(record)
             for name, data in files.items():
-                target, kept = self._one(name, data, record)
+                try:
+                    target, kept = self._one(name, data, record)
+                except StorageError as exc:
+                    if not _this_name_only(exc):
+                        raise
+                    problem = f"{self.folder / name} cannot be written ({exc.__cause__.strerror}): skipped; the others are written"
+                    log.warning("%s", problem)
+                    if problems is not None:
+                        problems.append(problem)
+                    continue
                 done.paths.append(target)
                 if kept is not None:
                     done.kept.append(kept)
@@ -156,3 +174,56 @@ def _file_digest(path: Path) -> str | None:
         return None
     except IsADirectoryError:
         return "a folder"
+
+
+def _this_name_only(exc: StorageError) -> bool:
+    """A write that failed for its own name (too long, a folder of that name), not for the folder or disk."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno in (errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR)
+
+
+# -- the outputs the workers of a job agree on (job.json "outputs") ------------------------------------------------
+
+
+def spec(subtitles: list[str], output_dir: Path | None, rules) -> dict | None:
+    """The output options of one run (None: it asks for no subtitles)."""
+    if not subtitles:
+        return None
+    return json.loads(  # as job.json gives it back (tuples as lists), so that equal options compare equal
+        json.dumps(
+            {
+                "subtitles": sorted(subtitles),
+                "output_dir": str(Path(output_dir).absolute()) if output_dir else None,
+                "cue_rules": asdict(rules),
+            }
+        )
+    )
+
+
+def join(recorded: dict | None, mine: dict | None, root: Path) -> dict | None:
+    """The outputs of a job that a worker joins: theirs and this one's must agree (or one side asks for none)."""
+    if recorded is None or mine is None or recorded == mine:
+        return recorded or mine
+    differ = [key for key in ("subtitles", "output_dir", "cue_rules") if recorded.get(key) != mine.get(key)]
+    names = {"subtitles": "--subtitles", "output_dir": "-o/--output-dir", "cue_rules": "the cue options"}
+    raise ConfigChanged(
+        f"the workers at work on {root} write {', '.join(recorded['subtitles'])} into "
+        f"{recorded['output_dir'] or root / 'subtitles'}; this run asks for other outputs "
+        f"({', '.join(names[k] for k in differ)}). Join them with the same options (or none), or run again "
+        "when they have finished."
+    )
+
+
+def folder(root: Path, recorded: dict) -> Path:
+    return Path(recorded["output_dir"]) if recorded.get("output_dir") else Path(root) / "subtitles"
+
+
+def export_recorded(
+    root: Path, recorded: dict, problems: list[str], only: set[str] | None = None, named: Iterable[str] = ()
+) -> Written:
+    """The recorded subtitles written; an output that cannot be written for its own name is described in
+    ``problems`` and the others are written."""
+    from .export import CueRules, export_job
+
+    rules = CueRules(**recorded["cue_rules"])
+    return export_job(root, recorded["subtitles"], folder(root, recorded), rules, problems, only=only, named=named)

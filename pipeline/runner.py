@@ -11,7 +11,9 @@ Built to survive the night:
 - each decoded batch of pieces is persisted atomically before the next one
   starts, so a killed run resumes inside a half-done file, and a finished
   file is consolidated into its tables;
-- a file that kills its workers again and again (counted on disk) becomes a failed row;
+- a process that dies on a file only makes it a suspect (a whole run killed is no evidence): it is decoded
+  last, alone, in a watched child process, and fails only when that child dies again at the same place
+  while its worker lives (isolate.py);
 - rerunning skips inputs already done (and failed ones, unless asked to retry);
   a changed configuration is refused unless the job is restarted;
 - an input is its content (a SHA-256 of every byte): copies at several paths are
@@ -32,6 +34,7 @@ import glob
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -44,13 +47,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import audio, dryrun, prefetch, progress, tables, vad, workers
+from . import audio, dryrun, isolate, outputs, prefetch, probes, progress, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
 from .decode.transcriber import Abandoned
 from .diarize.options import DiarizeOptions
 from .errors import ConfigChanged, DamagedState, UsageProblem
-from .export import CueRules, export_job, write_outputs
+from .export import CueRules, check_writable, write_outputs
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
 from .outputs import Written, output_names
@@ -130,8 +133,9 @@ class JobOptions:
     launched_at: str | None = None  # --workers N: when the launch began (rows done since are this launch's work)
     cue_rules: CueRules = field(default_factory=CueRules)
     threads: int | None = None  # torch CPU threads (None: torch's default)
-    max_attempts: int = workers.MAX_ATTEMPTS  # worker deaths on one file (no new batch between) before it fails
+    max_attempts: int = workers.MAX_ATTEMPTS  # watched deaths of a suspect file decoded alone before it fails
     diarize: DiarizeOptions | None = None  # speaker labels (None: none)
+    writes_outputs: bool = True  # False for the workers an engine starts: the process that started them writes
 
 
 @dataclass
@@ -201,6 +205,16 @@ def _trace(event: str, file_id: str, number: int) -> None:
     if path:
         with open(path, "a") as f:
             f.write(f"{event} {file_id} {number} {os.getpid()}\n")
+
+
+def _crash_test(path: Path, indexes: list[int]) -> None:
+    """Test hook: PODSCRIBE_CRASH=<file name>:<piece> kills the process (SIGKILL, as the OOM killer would) when it
+    starts decoding that piece of that file: a file that really kills its worker."""
+    planted = os.environ.get("PODSCRIBE_CRASH")
+    if planted:
+        name, _, piece = planted.rpartition(":")
+        if name == path.name and int(piece) in indexes:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 # -- one file -------------------------------------------------------------------
@@ -394,6 +408,7 @@ def _decode_batch(
 ) -> None:
     pieces = [entry[0] for entry in batch]
     samples = [p.samples for p in pieces]
+    _crash_test(ctx.path, [p.index for p in pieces])
     try:
         results = ctx.transcriber.transcribe(samples, lock(samples), voices)
     except Abandoned:  # a stop during a second chance: this batch is decoded again on resume
@@ -700,13 +715,23 @@ def _needs_labels(row: dict, speaker_config: str | None) -> bool:
     return speaker_config is not None and bool(row["n_segments"]) and row.get("speaker_config") != speaker_config
 
 
-def _probe_all(tasks: list[Task]) -> dict[str, audio.AudioInfo | AudioError | None]:
+def _probe_all(tasks: list[Task], root: Path) -> dict[str, audio.AudioInfo | AudioError | None]:
     """Every file probed (None for one that only needs labels) before the first is decoded: files go longest
-    first. An ffprobe run is mostly process start-up, so a few run at once (49 clips: 3.0 s one by one, 1.5 s
-    two or four at a time on a 2-core CPU)."""
+    first. A content probed before (by any run or worker of the job) is not probed again (probes.py). An
+    ffprobe run is mostly process start-up, so a few run at once (49 clips: 3.0 s one by one, 1.5 s two or four
+    at a time on a 2-core CPU)."""
+    cache = probes.ProbeCache(root)
+    known = {task.file_id: cache.get(task.file_id) for task in tasks if not task.problem}
+    left = [task for task in tasks if not task.relabel and known.get(task.file_id) is None]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        found = list(pool.map(lambda task: None if task.relabel else _probe(task), tasks))
-    return {task.file_id: info for task, info in zip(tasks, found)}
+        found = dict(zip((task.file_id for task in left), pool.map(_probe, left)))
+    for file_id, info in found.items():
+        if isinstance(info, audio.AudioInfo):
+            cache.put(file_id, info)
+    cache.save()
+    return {
+        task.file_id: None if task.relabel else found.get(task.file_id) or known.get(task.file_id) for task in tasks
+    }
 
 
 def _probe(task: Task) -> audio.AudioInfo | AudioError:
@@ -737,29 +762,32 @@ def run(
     if models is None:  # before the lock: the workers of a launch load their models at the same time
         models = job_models(options)
     diarizer = _diarizer(options)
+    transcriber = Transcriber(models, options.decode)  # options the model refuses: before the job dir is made
+    if options.subtitles and options.writes_outputs:  # a read-only -o found now, not after the night's decoding
+        check_writable(Path(options.output_dir) if options.output_dir else job.root / "subtitles")
     with job.locked():
         config = job_config(options, models)
         todo, seen, names = _prepare(refs, job, config, options, summary, registration)
         registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
     only = {str(ref.path) for ref in refs} if options.outputs_named_only else None
     try:
-        transcriber = Transcriber(models, options.decode)
         transcriber.stop = stop
         transcriber.notify = functools.partial(_second_chance, shown=options.progress)
         worker = _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer, names, only)
         worker.decode_all(todo)
     finally:
         registration.__exit__()
-    if options.subtitles and options.export_at_end:
+    recorded = None  # what every worker of the job agreed on (outputs.py); a joiner may have added it
+    with contextlib.suppress(DamagedState):
+        recorded = (job.read_job() or {}).get("outputs") if options.writes_outputs else None
+    if recorded and options.export_at_end:
         if workers.live_workers(job.root):
             summary.subtitles_left = True
         else:  # files done in earlier runs (and by other workers) too; what is already written stays as it is
+            problems: list[str] = []
             named = [str(ref.path) for ref in refs]
-            summary.wrote(
-                export_job(
-                    options.out_dir, options.subtitles, options.output_dir, options.cue_rules, only=only, named=named
-                )
-            )
+            summary.wrote(outputs.export_recorded(job.root, recorded, problems, only=only, named=named))
+            summary.warnings += [(str(outputs.folder(job.root, recorded)), problem) for problem in problems]
     summary.wall_s = time.monotonic() - start
     key = dryrun.rate_key(options.model, options.compute_type, options.device)
     dryrun.record_rate(key, summary.audio_s, summary.wall_s, options.cache_dir)  # for --dry-run's estimate
@@ -833,11 +861,14 @@ def _prepare(
     rows = _readable_rows(job)
     _check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
+    wanted = outputs.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
     if others:
+        earlier = {}
         with contextlib.suppress(DamagedState):
-            earlier = (job.read_job() or {}).get("inputs", [])
-            inputs = list(dict.fromkeys([*earlier, *inputs]))
-    job.write_job(config, inputs)
+            earlier = job.read_job() or {}
+        inputs = list(dict.fromkeys([*earlier.get("inputs", []), *inputs]))
+        wanted = outputs.join(earlier.get("outputs"), wanted, job.root)
+    job.write_job(config, inputs, wanted)
     todo = _plan(refs, job, rows, options, summary)
     names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
     return todo, {r["file_id"]: r.get("finished_at") for r in rows}, names
@@ -877,6 +908,8 @@ class _Worker:
     diarizer: Diarizer | None = None
     names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs.output_names)
     only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
+    alone: bool = False  # a child process decoding suspect files alone for its worker (isolate.py)
+    watched: isolate.Watched | None = None  # that child, seen from its worker
 
     def write_outputs(self, row: dict, segments: list[dict]) -> None:
         """A file's outputs (txt, srt, ...) as soon as its row is done or relabelled: a job stopped at 6 a.m.
@@ -885,19 +918,25 @@ class _Worker:
         if not options.subtitles:
             return
         out_dir = options.output_dir or options.out_dir / "subtitles"
-        written = write_outputs(row, segments, options.subtitles, out_dir, options.cue_rules, self.names, self.only)
+        problems: list[str] = []
+        written = write_outputs(
+            row, segments, options.subtitles, out_dir, options.cue_rules, self.names, self.only, problems
+        )
         self.summary.wrote(written)
+        self.summary.warnings += [(str(out_dir), problem) for problem in problems]
         _trace("written", row["file_id"], len(written.paths))
 
     def decode_all(self, todo: list[Task]) -> None:
-        """Longest first; each file only under its claim. Files held by other workers are tried again after a
-        pass (their worker may have died), until a pass finds nothing to take."""
+        """Longest first, suspects last (a process died on them: isolate.py); each file only under its claim.
+        Files held by other workers are tried again after a pass (their worker may have died), until a pass
+        finds nothing to take."""
         job, summary = self.job, self.summary
-        probed = _probe_all(todo)
+        probed = _probe_all(todo, job.root)
         durations = {
             k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
         }
-        pending = sorted(todo, key=lambda task: -durations[task.file_id])
+        suspects = {t.file_id for t in todo if workers.suspect(job.root, t.file_id)}
+        pending = sorted(todo, key=lambda task: (task.file_id in suspects, -durations[task.file_id]))
         with progress.job_bar(sum(durations.values()), self.options.progress) as job_bar:
             looked_again = False
             lookahead = _Lookahead(self.job, self.transcriber, self.options.cut, probed)
@@ -916,6 +955,8 @@ class _Worker:
                             if held is None:
                                 busy.append(task)
                                 continue
+                            if self._finished_by_others(task, held):
+                                continue
                             _trace("claimed", task.file_id, held.deaths)
                             claims.append((task, held))
                         streams = lookahead.take([task for task, _ in claims])
@@ -933,6 +974,21 @@ class _Worker:
                     pending = busy
             finally:
                 lookahead.close()
+                if self.watched is not None:
+                    self.watched.close()
+
+    def _finished_by_others(self, task: Task, held: workers.Claim) -> bool:
+        """Whether another worker wrote the file's row after this one planned (checked as soon as it is claimed:
+        a file held by another worker when this one first passed is usually done when it passes again, and a
+        batch across files must not decode it). (A row as planned is not a reason to skip: a done row whose
+        segments table was damaged is planned to be redone.)"""
+        row = self.job.file_row(task.file_id)
+        if row is None or row.get("finished_at") == self.seen.get(task.file_id):
+            return False
+        self.summary.by_others += 1
+        held.finish()
+        held.release()
+        return True
 
     def _group(self, pending: list[Task], at: int, probed: dict) -> list[Task]:
         """The task at ``at``; if it is a file of one piece, the one-piece files right after it too, up to the
@@ -1009,6 +1065,9 @@ class _Worker:
                 entries.append((task.file_id, piece, stream.notes, heard))
         if len(entries) < 2:
             return {}
+        paths = {task.file_id: task.refs[0].path for task, _ in claims}
+        for file_id, *_ in entries:
+            _crash_test(paths[file_id], [0])
         try:
             results = self.transcriber.transcribe(
                 [piece.samples for _, piece, _, _ in entries], None, [heard for *_, heard in entries]
@@ -1043,57 +1102,120 @@ class _Worker:
             self.summary.by_others += 1
             held.finish()
             return
-        options = self.options
-        with progress.file_bar(task.refs[0].path.name, duration_s, options.progress) as file_bar:
-            ctx = FileContext(
-                task,
-                self.transcriber,
-                options.cut,
-                self.job,
-                self.stop,
-                probed,
-                file_bar,
-                options.checkpoint_pieces,
-                self.config_hash,
-                self.diarizer,
-                ready,
-                stream,
-            )
-            if held.deaths >= options.max_attempts and task.relabel:  # labels are not worth a transcript
-                warning = f"a worker died {held.deaths} times while labelling its speakers: left unlabelled"
-                self.summary.warnings.append((str(ctx.path), warning))
-                self.summary.already_done += 1  # its transcript is
-                log.warning("%s: %s", ctx.path, warning)
-                held.finish()
-                return
-            if held.deaths >= options.max_attempts:
-                _poisoned(ctx, held.deaths, self.summary)
-                held.finish()
-                return
+        if held.deaths and not self.alone:  # a process died on it: decoded alone, watched (isolate.py)
+            if stream is not None:
+                stream.items.close()
+            self._decode_watched(task, held, probed, duration_s)
+            return
+        try:
+            self.decode_file(task, row, probed, duration_s, ready, stream)
+        except BaseException:
+            held.give_back()  # the worker lives: a clean stop or a full disk is no death
+            raise
+        held.finish()
+
+    def _decode_watched(self, task: Task, held: workers.Claim, probed, duration_s: float) -> None:
+        """A suspect file, decoded in the child that serves this worker until it is done, or until the child
+        died ``max_attempts`` times in a row at the same place while this worker lived: then it fails."""
+        if self.watched is None:
+            self.watched = isolate.Watched(self.options, self.config_hash, self.stop)
+        while True:
             try:
-                if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
-                    self.summary.by_others += 1  # another worker labelled it in the meantime
-                    finished = None
-                elif task.relabel and row is not None:
-                    finished = _relabel_one(ctx, row, self.summary)
-                else:
-                    finished = _run_one(ctx, self.summary)
-                if finished is not None and finished[0]["status"] == "done":
-                    self.write_outputs(*finished)
+                outcome = self.watched.decode(task, probed, duration_s, self.seen.get(task.file_id))
             except BaseException:
-                held.give_back()  # the worker lives: a clean stop or a full disk is no death
+                held.give_back()
                 raise
-            held.finish()
+            if not isinstance(outcome, isolate.Died):
+                isolate.add_counts(self.summary, outcome)
+                held.finish()
+                return
+            witnessed = held.died_alone(self.job.persisted_batches(task.file_id))
+            log.warning(
+                "%s: the process decoding it alone died (%s), %d time(s) in a row at the same place",
+                task.refs[0].path,
+                outcome,
+                witnessed,
+            )
+            if witnessed >= self.options.max_attempts:
+                self._fail_poisoned(task, probed, witnessed, outcome)
+                held.finish()
+                return
+
+    def decode_unclaimed(self, task: Task, probed, duration_s: float) -> None:
+        """In the child that decodes a suspect file alone: its worker holds the claim."""
+        self.decode_file(task, self.job.file_row(task.file_id), probed, duration_s)
+
+    def _context(self, task: Task, probed, bar=None, ready=None, stream=None) -> FileContext:
+        options = self.options
+        return FileContext(
+            task,
+            self.transcriber,
+            options.cut,
+            self.job,
+            self.stop,
+            probed,
+            bar,
+            options.checkpoint_pieces,
+            self.config_hash,
+            self.diarizer,
+            ready,
+            stream,
+        )
+
+    def decode_file(
+        self,
+        task: Task,
+        row: dict | None,
+        probed: audio.AudioInfo | AudioError | None,
+        duration_s: float,
+        ready: Predecoded | None = None,
+        stream: _Stream | None = None,
+    ) -> None:
+        with progress.file_bar(task.refs[0].path.name, duration_s, self.options.progress) as file_bar:
+            ctx = self._context(task, probed, file_bar, ready, stream)
+            if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
+                self.summary.by_others += 1  # another worker labelled it in the meantime
+                finished = None
+            elif task.relabel and row is not None:
+                finished = _relabel_one(ctx, row, self.summary)
+            else:
+                finished = _run_one(ctx, self.summary)
+            if finished is not None and finished[0]["status"] == "done":
+                self.write_outputs(*finished)
+
+    def _fail_poisoned(self, task: Task, probed, deaths: int, died: isolate.Died) -> None:
+        ctx = self._context(task, probed)
+        if task.relabel:  # labels are not worth a transcript
+            warning = f"labelling its speakers alone killed the process {deaths} times ({died}): left unlabelled"
+            self.summary.warnings.append((str(ctx.path), warning))
+            self.summary.already_done += 1  # its transcript is
+            log.warning("%s: %s", ctx.path, warning)
+            return
+        _poisoned(ctx, deaths, died, self.summary)
 
 
-def _poisoned(ctx: FileContext, deaths: int, summary: JobSummary) -> None:
-    """A file that killed its worker ``deaths`` times in a row: a failed row (its checkpoints are kept, so
-    --retry-failed resumes from them) instead of one more death."""
+def alone_worker(options: JobOptions, config_hash: str, stop) -> _Worker:
+    """The worker inside the child that decodes suspect files alone (isolate.py): its own models, no claims."""
+    if options.threads:
+        import torch
+
+        torch.set_num_threads(options.threads)
+    models = job_models(options)
+    transcriber = Transcriber(models, options.decode)
+    job = JobDir(options.out_dir)
+    return _Worker(
+        job, transcriber, options, config_hash, stop, JobSummary(job.root), {}, _diarizer(options), alone=True
+    )
+
+
+def _poisoned(ctx: FileContext, deaths: int, died: isolate.Died, summary: JobSummary) -> None:
+    """A file that killed the process decoding it alone ``deaths`` times in a row while its worker lived: a
+    failed row (its checkpoints are kept, so --retry-failed resumes from them) instead of one more death."""
     row = {
         **_base_row(ctx),
         **tables.file_failed(
-            f"a worker died {deaths} times while decoding this file (killed, out of memory, a crash in a native "
-            "library?), the last times without saving a batch; rerun with --retry-failed to try again"
+            f"decoding this file alone killed the process {deaths} times in a row at the same place ({died}; out "
+            "of memory, a crash in a native library?) while the job went on; rerun with --retry-failed to try again"
         ),
         "finished_at": _now(),
         "decode_mode": ctx.transcriber.mode,

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from . import audio, workers
-from .audio import AudioError
+from . import workers
 from .errors import DamagedState
 from .job_report import partial_rate
 from .manifest import JobDir, damage_hint, row_paths
+from .probes import ProbeCache
 from .progress import clock
 
 
@@ -171,23 +171,27 @@ def job_status(root: Path) -> JobStatus:
             st.failed += 1
             st.failures.append((r["path"], r["error"]))
     fingerprints = job.fingerprints()  # read-only here: status never writes into the job dir
+    known = ProbeCache(root)  # durations as the runs probed them: status never runs ffprobe
     pending: set[str] = set()
-    for path in map(Path, record.get("inputs", [])):
+    inputs = record.get("inputs", [])
+    for path in map(Path, inputs if isinstance(inputs, list) else []):
         ident = fingerprints.identify(path)
+        if ident.file_id in rows:  # counted above (a failed unreadable input among them)
+            continue
         if not ident.readable:
             if by_path.get(str(path), ident.file_id) != ident.file_id:  # it had content: results kept
                 st.missing.append(str(path))
             else:
                 pending.add(ident.file_id)
             continue
-        if ident.file_id in rows or ident.file_id in pending:
-            continue
         pending.add(ident.file_id)
-        st.in_progress += job.has_partial(ident.file_id)
-        try:
-            st.audio_left_s += audio.probe(path).duration_s or 0.0
-        except AudioError:
-            pass
+    partial = job.root / "partial"
+    half_done = {p.name for p in partial.iterdir() if p.is_dir()} if partial.is_dir() else set()
+    pending |= {fid for fid in half_done if fid not in rows}  # still pending after a run with other inputs
+    for file_id in pending:
+        st.in_progress += file_id in half_done and job.has_partial(file_id)
+        info = known.get(file_id)
+        st.audio_left_s += (info.duration_s or 0.0) if info else 0.0
     st.pending += len(pending)
     st.busy_s = busy_seconds([r for r in rows.values() if r["status"] == "done"])
     st.partial_rate = partial_rate(Path(root)) if not st.done else 0.0

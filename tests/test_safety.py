@@ -278,14 +278,18 @@ def test_a_damaged_checkpoint_is_dropped_and_its_pieces_decoded_again(speech, ti
         )
 
 
-@pytest.mark.parametrize("damage", ["garbage", "not an object", "deleted"])
+WRONG_TYPES = {"config": {"models": "tiny.en", "decode": 3}, "inputs": 5, "config_hash": 7}
+
+
+@pytest.mark.parametrize("damage", ["garbage", "not an object", "wrong types", "deleted"])
 def test_a_lost_job_json_is_rebuilt_when_the_results_match_and_refused_when_not(damage, finished_job, cache_dir):
     out, inputs = finished_job
     job_json = out / "job.json"
     if damage == "deleted":
         job_json.unlink()
     else:
-        job_json.write_text("{ half" if damage == "garbage" else "[1, 2]")
+        damaged = {"garbage": "{ half", "not an object": "[1, 2]", "wrong types": json.dumps(WRONG_TYPES)}
+        job_json.write_text(damaged[damage])
     status = podscribe("status", str(out), cache_dir=cache_dir)
     assert status.returncode == 0 and "Traceback" not in status.stderr and "2 done" in status.stdout
     other = podscribe(

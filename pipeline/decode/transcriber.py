@@ -33,6 +33,7 @@ openai-whisper's and faster-whisper's ``find_alignment`` do.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import zlib
 from collections.abc import Callable
@@ -54,6 +55,8 @@ from .generate import Generated, Generator, encode, log_mel
 from .kv_cache import CrossKV
 from .options import DecodeOptions
 from .rules import RuleState
+
+log = logging.getLogger("podscribe")
 
 # The scoring pass normalises a row this many positions at a time (and projects four times as many at a time):
 # a whole row's logits, its log-softmaxes and the rules' masks are a few copies of [positions, vocabulary] float32
@@ -93,6 +96,15 @@ class Transcriber:
         use_assistant = use_assistant and models.assistant is not None
         self.plain = Generator(models, timestamps=True, use_assistant=False)
         self.context = self.plain.context(options.initial_prompt, options.hotwords)  # [] without a prompt
+        whole = self.plain.context(options.initial_prompt, options.hotwords, limit=False)
+        if len(whole) > len(self.context):  # said once, before any decoding
+            log.warning(
+                "--initial-prompt/--hotwords: %d tokens, but only %d fit before a piece (Whisper's limit, half its "
+                "%d positions): the first of the hotwords and the last of the prompt are kept",
+                len(whole) - 1,
+                len(self.context) - 1,
+                self.plain.max_positions,
+            )
         self.speculative = Generator(models, timestamps=True) if use_assistant else None
         self.choice: auto.Choice | None = None
         if not models.auto:
@@ -273,6 +285,11 @@ class Transcriber:
             if not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
                 break
 
+    def _fallback_tokens(self, language: str | None) -> int:
+        """openai-whisper's sample length, less what a long prompt takes: transformers refuses a prompt plus new
+        tokens past the model's positions (a 224-token prompt left 223)."""
+        return min(recover.MAX_NEW_TOKENS, self.plain.max_positions - len(self._prompt(language)))
+
     def _again(self, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
         """One piece decoded by transformers' generate (main model; beam search or seeded sampling), as
         podscribe's loop returns it."""
@@ -292,7 +309,7 @@ class Transcriber:
                 self.context or None,
                 beams,
                 temperature,
-                recover.MAX_NEW_TOKENS,
+                self._fallback_tokens(language),
             )
         segs = [
             {"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(t) for t in seg["tokens"]]}
