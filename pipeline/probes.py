@@ -34,15 +34,19 @@ class ProbeCache:
     def get(self, file_id: str) -> AudioInfo | None:
         entry = self.entries.get(file_id)
         try:
-            duration_s, format_name, codec, notes = entry
+            duration_s, format_name, codec, notes, tags = entry
             return AudioInfo(
-                None if duration_s is None else float(duration_s), str(format_name), str(codec), tuple(map(str, notes))
+                None if duration_s is None else float(duration_s),
+                str(format_name),
+                str(codec),
+                tuple(map(str, notes)),
+                tuple((str(k), str(v)) for k, v in tags),
             )
-        except (TypeError, ValueError):  # none, or damaged: probed again
+        except (TypeError, ValueError):  # none, damaged, or kept before tags were: probed again
             return None
 
     def put(self, file_id: str, info: AudioInfo) -> None:
-        entry = [info.duration_s, info.format_name, info.codec, list(info.notes)]
+        entry = [info.duration_s, info.format_name, info.codec, list(info.notes), [list(t) for t in info.tags]]
         if self.entries.get(file_id) != entry:
             self.entries[file_id] = self.added[file_id] = entry
 

@@ -13,7 +13,9 @@ from click.testing import CliRunner
 
 from helpers import write_wav
 from pipeline.cli import main
+from pipeline.audio import probe
 from pipeline.manifest import identify
+from pipeline.probes import ProbeCache
 from pipeline.tables import PARTIAL_SCHEMA
 
 
@@ -34,6 +36,9 @@ def test_a_long_file_half_done_has_an_eta_and_a_line_of_its_own(tmp_path):
     root.mkdir()
     (root / "job.json").write_text(json.dumps({"config": {}, "inputs": [str(episode)]}))
     file_id = identify(episode)[0].file_id
+    probes = ProbeCache(root)  # what the run that claimed it learnt (status itself never probes)
+    probes.put(file_id, probe(episode))
+    probes.save()
     claims = root / "claims" / f"{file_id}.json"
     claims.parent.mkdir()
     claims.write_text('{"attempts": 1}')
