@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from helpers import write_wav
-from pipeline.cli import main
 from pipeline.audio import probe
+from pipeline.cli import main
 from pipeline.manifest import identify
 from pipeline.probes import ProbeCache
 from pipeline.tables import PARTIAL_SCHEMA
