@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import threading
 import traceback
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -68,17 +69,19 @@ class Watched:
         self.context = multiprocessing.get_context("spawn")
         self.proc = None
         self.conn = None
-        self.child_stop = None
+        self.stop_sent = None  # a pipe, not an Event: a semaphore of a child killed outright is reported leaked
 
     def _start(self) -> None:
         parent, child = self.context.Pipe()
-        self.child_stop = self.context.Event()
+        stop_recv, self.stop_send = self.context.Pipe(duplex=False)
+        self.stop_sent = False
         options = replace(self.options, progress=False, subtitles=[])
         self.proc = self.context.Process(
-            target=_serve, args=(options, self.config_hash, child, self.child_stop, os.getpid()), daemon=True
+            target=_serve, args=(options, self.config_hash, child, stop_recv, os.getpid()), daemon=True
         )
         self.proc.start()
         child.close()
+        stop_recv.close()
         self.conn = parent
 
     def decode(self, task: Task, probed, duration_s: float, seen: str | None) -> JobSummary | Died:
@@ -91,8 +94,9 @@ class Watched:
         try:
             self.conn.send((task, probed, duration_s, seen))
             while not self.conn.poll(0.2):
-                if self.stop.is_set() and not self.child_stop.is_set():
-                    self.child_stop.set()
+                if self.stop.is_set() and not self.stop_sent:
+                    self.stop_send.send(True)
+                    self.stop_sent = True
                 if not self.proc.is_alive() and not self.conn.poll(0):
                     self.proc.join()
                     return self._died()
@@ -115,6 +119,7 @@ class Watched:
     def _died(self) -> Died:
         died = Died(self.proc.exitcode)
         self.proc, self.conn = None, None
+        self.stop_send.close()
         return died
 
     def close(self, now: bool = False) -> None:
@@ -127,12 +132,21 @@ class Watched:
                 self.conn.send(None)
         self.proc.join(timeout=None if not now else 5)
         self.proc, self.conn = None, None
+        self.stop_send.close()
 
 
-def _serve(options: JobOptions, config_hash: str, conn, stop, parent_pid: int) -> None:
+def _serve(options: JobOptions, config_hash: str, conn, stop_recv, parent_pid: int) -> None:
     """The child: load the models once, then decode each file the worker sends, alone, and answer."""
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when to stop: it forwards its stop
+    stop = threading.Event()
+
+    def forwarded() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            if stop_recv.recv():
+                stop.set()
+
+    threading.Thread(target=forwarded, daemon=True).start()
 
     def on_term(_signum, _frame):  # sent by hand to this process: stop like a worker
         if stop.is_set():
