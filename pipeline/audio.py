@@ -66,6 +66,7 @@ class AudioInfo:
     format_name: str
     codec: str
     notes: tuple[str, ...] = ()  # warnings known before decoding (several audio streams, a cut last frame)
+    tags: tuple[tuple[str, str], ...] = ()  # the container's title / artist / date, where it has them
 
 
 def ffmpeg_name(path: Path) -> str:
@@ -103,7 +104,26 @@ def probe(path: Path) -> AudioInfo:
         duration_s = max(duration_s or 0.0, _wav_declared_s(path) or 0.0) or None
     if codec in ("mp3", "mp2") and duration_s and _mpeg_last_frame_cut(path, duration_s):
         notes.append("truncated: the file ends inside an MPEG audio frame (cut short); its end is missing")
-    return AudioInfo(duration_s, fmt.get("format_name", "?"), codec, tuple(notes))
+    return AudioInfo(duration_s, fmt.get("format_name", "?"), codec, tuple(notes), container_tags(fmt.get("tags")))
+
+
+# A files row keeps these container tags (an archive's episode title and date, without a second tool); the
+# first of each list the container has.
+TAGS = {
+    "title": ("title",),
+    "artist": ("artist", "album_artist", "author", "composer"),
+    "date": ("date", "year", "creation_time"),
+}
+
+
+def container_tags(raw: dict | None) -> tuple[tuple[str, str], ...]:
+    found = {str(k).lower(): str(v).strip() for k, v in (raw or {}).items() if str(v).strip()}
+    out = []
+    for name, keys in TAGS.items():
+        value = next((found[k] for k in keys if k in found), None)
+        if value:
+            out.append((name, value))
+    return tuple(out)
 
 
 def _describe_stream(s: dict) -> str:

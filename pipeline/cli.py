@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
 import os
 import re
@@ -18,14 +21,15 @@ from .decode.options import DecodeOptions
 from .diarize.options import BACKENDS, DiarizeOptions, decoded_without_words
 from .distill.command import distill_command
 from .errors import PodscribeError
-from .export import FORMATS, CueRules
+from .export import ALL_FORMATS, FORMATS, CueRules
 from .languages import language_code
-from .models.registry import SELF_INT8, ModelUnavailable, list_drafts, list_offline, resolve
+from .models.registry import SELF_INT8, ModelUnavailable, check_name, list_drafts, list_offline, resolve
 from .runtime import COMPUTE_TYPES
 from .workers import MAX_ATTEMPTS
 
 DEFAULT_JOB_DIR = "podscribe-manifests"
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 # Flags (and job-file keys) whose defaults are the option dataclasses' own: one source for each default.
 FROM_OPTIONS = {
     **{
@@ -85,8 +89,35 @@ CUE_FLAGS = {
         "Speaker labels in subtitles and text when the job was diarized (VTT voice spans, SRT/TXT prefixes, "
         "TSV column, JSON fields).",
     ),
+    "speaker_names": (
+        "speaker_names",
+        str,
+        'Names for Speaker 1, 2, ... in the files, by order of appearance, e.g. "Lena,Walter".',
+    ),
 }
 DEFAULTS.update({key: getattr(CueRules, field) for key, (field, _, _) in CUE_FLAGS.items()})
+CUE_ALIASES = {"max_line_chars": ("--max-line-width",), "max_lines": ("--max-line-count",)}  # openai-whisper's names
+
+
+def normalize_token(token: str) -> str:
+    """Flags in whisper's underscore spelling are podscribe's dashed ones (``--output_format``, ``--batch_size``):
+    click normalizes the flags given and the flags declared alike (and the values of choices, both sides)."""
+    return token.replace("_", "-")
+
+
+def _verbose(ctx, _param, value) -> None:
+    if value:
+        logging.getLogger().setLevel(logging.DEBUG)
+
+
+verbose_option = click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    callback=_verbose,
+    help="Log debugging details (also before the command).",
+)
 
 
 def _formats(value) -> list[str]:
@@ -105,10 +136,11 @@ def cue_options(show_default: bool):
             name = key.replace("_", "-")
             f = click.option(
                 f"--{name}/--no-{name}" if kind is bool else f"--{name}",
+                *CUE_ALIASES.get(key, ()),
                 key,
                 type=None if kind is bool else kind,
                 show_default=show_default,
-                default=getattr(CueRules, field) if show_default else None,
+                default=(getattr(CueRules, field) or None) if show_default and kind is not str else None,
                 help=text,
             )(f)
         return f
@@ -117,10 +149,14 @@ def cue_options(show_default: bool):
 
 
 def _cue_rules(settings: dict) -> CueRules:
-    return CueRules(**{field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()})
+    values = {field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()}
+    names = values["speaker_names"]
+    names = names.split(",") if isinstance(names, str) else names or ()
+    values["speaker_names"] = tuple(n.strip() for n in names if n.strip())
+    return CueRules(**values)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "token_normalize_func": normalize_token})
 @click.version_option(package_name="podscribe", prog_name="podscribe")
 @click.option("-v", "--verbose", is_flag=True, help="Log debugging details (tracebacks of failed files).")
 def main(verbose: bool) -> None:
@@ -133,6 +169,44 @@ def main(verbose: bool) -> None:
     Rerun the same command after an interruption: it resumes where it stopped.
     """
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+
+
+# --help in sections, model and decoding first, cue layout late (each option by its parameter name).
+HELP_SECTIONS = {
+    "Model and decoding": (
+        "model", "assistant", "device", "compute_type", "batch_size", "language", "languages", "language_mode",
+        "task", "initial_prompt", "hotwords", "fallback_beams", "coverage", "word_timestamps", "cache_dir",
+    ),
+    "Inputs, job and outputs": (
+        "out_dir", "subtitles", "output_dir", "dry_run", "retry_failed", "restart", "quiet", "log_file", "verbose",
+    ),
+    "Speakers": ("diarize", "num_speakers", "min_speakers", "max_speakers", "diarizer", "speaker_labels", "speaker_names"),
+    "Voice activity and Whisper's checks": (
+        "vad", "vad_threshold", "no_speech_threshold", "logprob_threshold", "compression_ratio_threshold",
+        "min_piece", "max_piece",
+    ),
+    "Workers": ("threads", "workers", "engine", "address", "max_attempts"),
+    "Cue layout (subtitles)": tuple(key for key in CUE_FLAGS if not key.startswith("speaker_")),
+}  # fmt: skip
+
+
+class SectionedCommand(click.Command):
+    """A command whose --help lists its options in HELP_SECTIONS' order, one section each."""
+
+    def format_options(self, ctx, formatter) -> None:
+        records = {p.name: p.get_help_record(ctx) for p in self.get_params(ctx) if isinstance(p, click.Option)}
+        records = {name: record for name, record in records.items() if record}
+        placed: set[str] = set()
+        for title, names in HELP_SECTIONS.items():
+            rows = [records[n] for n in names if n in records]
+            placed.update(n for n in names if n in records)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        rest = [record for name, record in records.items() if name not in placed]
+        if rest:
+            with formatter.section("Other"):
+                formatter.write_dl(rest)
 
 
 def job_options(flags_default_none: bool):
@@ -210,6 +284,8 @@ def job_options(flags_default_none: bool):
         ),
         click.option(
             "--cache-dir",
+            "--model-dir",
+            "cache_dir",
             type=click.Path(file_okay=False, path_type=Path),
             default=None,
             help="Where converted models are kept. Default: $PODSCRIBE_CACHE or ~/.cache/podscribe.",
@@ -220,8 +296,8 @@ def job_options(flags_default_none: bool):
             "--subtitles",
             "subtitles",
             default=None,
-            help="Write text/subtitle files when the job ends: comma list of txt, vtt, srt, tsv, json, or "
-            "all (into --output-dir). Turns word timestamps on. Without --out: all.",
+            help="Write text/subtitle files as each file is done: comma list of txt, vtt, srt, tsv, json, or "
+            "all (into --output-dir); podcast: Podcasting 2.0 transcript JSON (NAME.podcast.json). Turns word timestamps on. Without --out: all.",
         ),
         click.option(
             "-o",
@@ -247,7 +323,6 @@ def job_options(flags_default_none: bool):
         ),
         click.option(
             "--initial-prompt",
-            "--initial_prompt",
             "initial_prompt",
             default=None,
             help="Text given to every piece as the previous text (names, spelling, style), like "
@@ -326,8 +401,9 @@ def job_options(flags_default_none: bool):
             type=click.IntRange(1, 100),
             default=d("max_attempts"),
             show_default=show,
-            help="A file whose worker dies this many times in a row (killed, out of memory) without saving "
-            "a batch becomes a failed row instead of being tried forever.",
+            help="A file a process died on is decoded last, alone, in a watched child process; when that child "
+            "dies this many times in a row at the same place (out of memory, a native crash) while the job goes "
+            "on, the file becomes a failed row. A killed or stopped run never counts against a file.",
         ),
         click.option(
             "--diarize/--no-diarize",
@@ -364,6 +440,12 @@ def job_options(flags_default_none: bool):
             "(pip install 'podscribe[pyannote]', HF_TOKEN with its terms accepted).",
         ),
         click.option("--retry-failed", is_flag=True, help="Decode again the inputs that failed in an earlier run."),
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Show the plan and stop: the inputs, their hours of audio, and an estimate from the rate this "
+            "machine recorded with this model, compute type and device. Writes nothing.",
+        ),
         click.option("--restart", is_flag=True, help="Forget this job dir's results and start over."),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars (for cron)."),
         click.option(
@@ -379,7 +461,7 @@ def job_options(flags_default_none: bool):
     def decorate(f):
         for option in reversed(options):
             f = option(f)
-        return cue_options(show_default=False)(f)
+        return verbose_option(cue_options(show_default=False)(f))
 
     return decorate
 
@@ -426,11 +508,21 @@ def _settings(flags: dict, job: dict | None = None) -> dict:
 
 def _job_options(out_dir: Path, settings: dict, flags: dict):
     """Every argument checked before anything loads or is created: a bad one is exit 2 at once."""
-    from .runner import JobOptions
+    from .validate import problems
 
-    unknown = sorted(set(settings["subtitles"]) - set(FORMATS))
+    out_of_range = problems(settings)  # command line and job file alike
+    if out_of_range:
+        raise click.UsageError("; ".join(out_of_range))
+    if settings["model"]:
+        try:
+            check_name(str(settings["model"]))  # a URL, or a hub model offline: said at once
+        except ModelUnavailable as exc:
+            raise click.UsageError(str(exc)) from exc
+    from .runner import JobOptions  # torch and transformers: after the checks that need neither
+
+    unknown = sorted(set(settings["subtitles"]) - set(ALL_FORMATS))
     if unknown:
-        raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+        raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
     if not DEVICE.fullmatch(str(settings["device"])):
         raise click.UsageError(f"--device {settings['device']!r}: choose auto, cpu, cuda or cuda:N")
     if settings["engine"] not in ("local", "ray"):
@@ -472,6 +564,7 @@ def _job_options(out_dir: Path, settings: dict, flags: dict):
             ),
             subtitles=settings["subtitles"],
             output_dir=Path(settings["output_dir"]) if settings["output_dir"] else None,
+            outputs_named_only=bool(settings.get("outputs_named_only")),
             cue_rules=_cue_rules(settings),
             threads=settings["threads"],
             cut=CutOptions(min_s=settings["min_piece"], max_s=settings["max_piece"]),
@@ -548,7 +641,19 @@ class Stopper:
 
 
 def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> None:
+    urls = [x for x in inputs if URL.match(x)]
+    if urls:
+        raise click.UsageError(
+            f"{urls[0]} is a URL: podscribe transcribes local files, folders and glob patterns. Download it first "
+            "(curl -O URL, yt-dlp -x URL), then give the file."
+        )
     options = _job_options(out_dir, settings, flags)
+    if flags.get("dry_run"):
+        from .dryrun import plan, rate_key
+
+        key = rate_key(settings["model"], settings["compute_type"], settings["device"])
+        click.echo(plan(inputs, key, options.cache_dir))
+        return
     _log_to(flags.get("log_file"))
     stopper = Stopper()
     previous = stopper.install()
@@ -583,6 +688,14 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         sys.exit(errors.EXIT_NO_INPUT_SUCCEEDED)
 
 
+def _report_kept(kept) -> None:
+    for edited, new in kept:
+        if new is None:
+            click.echo(f"  kept: {edited} (changed since podscribe wrote it; nothing new to write)", err=True)
+        else:
+            click.echo(f"  kept: {edited} (changed since podscribe wrote it); the new version is {new.name}", err=True)
+
+
 def _report(summary) -> None:
     extra = [
         f"failed earlier (not retried): {summary.skipped_failed}" if summary.skipped_failed else "",
@@ -609,9 +722,10 @@ def _report(summary) -> None:
         click.echo(f"subtitles: {len(summary.subtitles)} files in {summary.subtitles[0].parent.resolve()}")
     elif summary.subtitles_left:
         click.echo("subtitles: other workers are still at work; the last one to finish writes them")
+    _report_kept(summary.kept)
 
 
-@main.command()
+@main.command(cls=SectionedCommand)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option(
     "--out",
@@ -627,20 +741,48 @@ def transcribe(inputs, out_dir, **flags) -> None:
 
     Writes Parquet manifests into --out: files/ (one row per input: status, error, timings),
     segments/ (start_s, end_s, text) and pieces/. Without --out it works like whisper: txt, vtt, srt, tsv and
-    json files named after each input in the current folder (or -o), manifests in ./podscribe-manifests.
+    json files named after each input in the current folder (or -o), manifests in
+    ./podscribe-manifests/<model>-<language>-<hash> (one job per configuration).
     Exits 1 when no input succeeded.
     """
     settings = _settings(flags)
-    if out_dir is None:
-        out_dir = Path(settings["output_dir"] or ".") / DEFAULT_JOB_DIR
+    if out_dir is None:  # whisper mode: one job per configuration, in the output folder
         settings["output_dir"] = settings["output_dir"] or "."
+        settings["outputs_named_only"] = True
         if flags.get("subtitles") is None:
             settings["subtitles"] = list(FORMATS)
             settings["word_timestamps"] = True if flags.get("word_timestamps") is None else settings["word_timestamps"]
+        out_dir = Path(settings["output_dir"]) / DEFAULT_JOB_DIR / whisper_job_name(settings)
     _execute(list(inputs), out_dir, settings, flags)
 
 
-@main.command("run")
+# What decides a transcript (a whisper-mode job is keyed by them); speaker-label options are left out (changing
+# them relabels the job's files), --diarize itself is in (a run without it on a diarized job would be refused).
+TRANSCRIPT_KEYS = (
+    "model",
+    "compute_type",
+    *FROM_OPTIONS,
+    "word_timestamps",
+    "diarize",
+)
+LABEL_KEYS = ("num_speakers", "min_speakers", "max_speakers", "diarizer")
+
+
+def whisper_job_name(settings: dict) -> str:
+    """The job folder of a whisper-mode run: ``<model>-<language>-<hash of what decides the transcript>``.
+    Another --model or --language in the same output folder is another job beside it (never exit 4), and the
+    same command again resumes its own."""
+    deciding = {k: settings[k] for k in TRANSCRIPT_KEYS if k not in LABEL_KEYS and k != "batch_size"}
+    with contextlib.suppress(ValueError):  # an unknown one is refused with the other arguments
+        deciding["language"] = language_code(deciding["language"])
+    if deciding["model"] is None:  # the runtime's default depends on the device
+        deciding["device"] = settings["device"]
+    digest = hashlib.sha256(json.dumps(deciding, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    model = re.sub(r"[^\w.-]+", "_", str(settings["model"] or "default")).strip("_")[-40:]
+    return f"{model}-{deciding['language'] or 'auto'}-{digest}"
+
+
+@main.command("run", cls=SectionedCommand)
 @click.argument("job_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--out",
@@ -662,11 +804,31 @@ def run_job(job_file, out_dir, **flags) -> None:
 
 @main.command()
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def status(job_dir: Path) -> None:
+@click.option("--files", "per_file", is_flag=True, help="One line per episode: status, duration, language, segments.")
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object (with --files: a `files` list).")
+@verbose_option
+def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
     """Done / failed / pending counts, audio hours done and left, throughput, ETA, failed files."""
+    from .job_report import file_report, is_job, jobs_below, render_files, status_json
     from .status import job_status
 
-    click.echo(job_status(job_dir).render())
+    if not is_job(job_dir):
+        below = jobs_below(job_dir)
+        hint = (
+            "; the jobs in it: " + ", ".join(str(p) for p in below)
+            if below
+            else " (a job dir has job.json and files/; `transcribe --out DIR` or `-o DIR` makes one)"
+        )
+        raise click.UsageError(f"{job_dir} is not a podscribe job{hint}")
+    state = job_status(job_dir)
+    entries = file_report(job_dir) if per_file else None
+    if as_json:
+        click.echo(status_json(state, entries))
+        return
+    click.echo(state.render())
+    if entries is not None:
+        click.echo("files:")
+        click.echo(render_files(entries))
 
 
 @main.command("export")
@@ -678,18 +840,19 @@ def status(job_dir: Path) -> None:
     "formats",
     default="srt,vtt",
     show_default=True,
-    help=f"Comma list of {', '.join(FORMATS)}, or all.",
+    help=f"Comma list of {', '.join(ALL_FORMATS)}, or all (whisper's five; podcast: Podcasting 2.0 JSON).",
 )
 @click.option(
     "-o",
-    "--out",
     "--output-dir",
+    "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Where the files go (default <job dir>/subtitles).",
+    help="Where the files go (default <job dir>/subtitles); as on transcribe. --out: its older name here.",
 )
 @cue_options(show_default=True)
+@verbose_option
 def export_cmd(job_dir, formats, out_dir, **cue) -> None:
     """Write one subtitle/text file per transcribed input (named after it) from a job's manifests."""
     from .export import export_job
@@ -703,7 +866,9 @@ def export_cmd(job_dir, formats, out_dir, **cue) -> None:
     except PodscribeError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    click.echo(f"{len(written)} files written" + (f" to {written[0].parent}" if written else ""))
+    paths = written.paths
+    click.echo(f"{len(paths)} files written" + (f" to {paths[0].parent}" if paths else ""))
+    _report_kept(written.kept)
     for problem in problems:
         click.echo(f"  skipped: {problem}", err=True)
     if problems:

@@ -22,11 +22,13 @@ import threading
 import time
 import uuid
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import PodscribeError, UsageProblem
 from .export import export_job
-from .runner import Interrupted, JobOptions, JobSummary, job_models, restart_job, run
+from .isolate import die_with_parent
+from .runner import Interrupted, JobOptions, JobSummary, expand_inputs, job_models, restart_job, run
 from .runtime import quiet_libraries
 
 log = logging.getLogger("podscribe")
@@ -63,16 +65,21 @@ def _device_of(options: JobOptions, index: int) -> str:
     return options.device
 
 
-def _child(inputs: list[str], options: JobOptions, results) -> None:
-    """A spawned worker: Ctrl-C and SIGTERM stop it after the batch in hand, like the parent."""
-    stop = threading.Event()
+def _child(inputs: list[str], options: JobOptions, results, stop, parent_pid: int) -> None:
+    """A spawned worker. It ends with its parent (no orphan decoding unseen). Its stop comes from the parent
+    (``stop``, set on the parent's first Ctrl-C or SIGTERM): Ctrl-C at a terminal reaches the whole process group,
+    and a signal forwarded on top of it must not count as a second one, which drops the batch in hand. So it
+    ignores SIGINT; a SIGTERM sent to it alone stops it after its batch, a second one at once."""
+    die_with_parent(parent_pid)
+    own_signals = []
 
     def handler(_signum, _frame):
-        if stop.is_set():
+        own_signals.append(_signum)
+        if len(own_signals) > 1:
             raise KeyboardInterrupt
         stop.set()
 
-    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, handler)
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(message)s")
     quiet_libraries()
@@ -84,6 +91,10 @@ def _child(inputs: list[str], options: JobOptions, results) -> None:
         log.warning("%s", exc)
         results.put(None)
         sys.exit(exc.exit_code)
+    except ValueError as exc:  # options the loaded model refuses: the parent says so (exit 2)
+        log.warning("%s", exc)
+        results.put(None)
+        sys.exit(2)
 
 
 def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threading.Event) -> JobSummary:
@@ -93,29 +104,42 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
         return run(inputs, options, stop=stop)
     start = time.monotonic()
     restart_job(Path(options.out_dir), options.restart)
+    options = replace(options, launched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     threads = _threads_each(options, n)
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
+    children_stop = spawn.Event()
     children = []
     for i in range(1, n):
         child_options = replace(
-            options, restart=False, progress=False, subtitles=[], threads=threads, device=_device_of(options, i)
+            options,
+            restart=False,
+            progress=False,
+            export_at_end=False,
+            writes_outputs=False,
+            threads=threads,
+            device=_device_of(options, i),
         )
-        proc = spawn.Process(target=_child, args=(inputs, child_options, results), daemon=False)
+        proc = spawn.Process(
+            target=_child, args=(inputs, child_options, results, children_stop, os.getpid()), daemon=False
+        )
         proc.start()
         children.append(proc)
 
-    def forward() -> None:  # SIGTERM reaches this process only (systemd, docker): pass the stop on
+    def forward() -> None:  # a stop of this process (Ctrl-C, SIGTERM from systemd or docker) is theirs too
         stop.wait()
-        for proc in children:
-            if proc.is_alive():
-                os.kill(proc.pid, signal.SIGTERM)
+        children_stop.set()
 
     threading.Thread(target=forward, daemon=True).start()
     own = replace(options, restart=False, threads=threads, device=_device_of(options, 0))
     try:
         models = job_models(own)  # loaded once for both of this process's passes
-        summary = run(inputs, replace(own, subtitles=[]), models, stop=stop)
+        summary = run(inputs, replace(own, export_at_end=False), models, stop=stop)
+    except KeyboardInterrupt:  # a second signal: stop at once, the children too
+        for proc in children:
+            if proc.is_alive():
+                proc.kill()
+        raise
     finally:
         others = _collect(results, children)  # before join: a child waits until what it put is read
         for proc in children:
@@ -132,7 +156,7 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     last = run(inputs, own, models, stop=stop)  # what dead workers left, and the subtitles once all are done
     summary.merge(last)
     summary.already_done, summary.skipped_failed = planned  # the last pass sees this run's own rows as earlier
-    summary.subtitles, summary.subtitles_left = last.subtitles, last.subtitles_left
+    summary.subtitles_left = last.subtitles_left
     summary.by_others = summary.elsewhere = 0
     summary.wall_s = time.monotonic() - start
     return summary
@@ -223,7 +247,13 @@ def run_ray(
         )
         threads = None if gpus else max(1, int(cpus_per_worker))
         worker_options = replace(
-            options, out_dir=out_dir, restart=False, progress=False, subtitles=[], threads=options.threads or threads
+            options,
+            out_dir=out_dir,
+            restart=False,
+            progress=False,
+            subtitles=[],
+            writes_outputs=False,
+            threads=options.threads or threads,
         )  # Ray gives each actor its GPU
         actors = [actor.remote(inputs, worker_options, marker) for _ in range(n)]
         summary, failures = JobSummary(out_dir), []
@@ -244,6 +274,7 @@ def run_ray(
     if failures:
         summary.failures.append((str(out_dir), "some Ray workers gave up; rerun the same command to finish"))
     elif options.subtitles:
-        summary.subtitles = export_job(out_dir, options.subtitles, options.output_dir, options.cue_rules)
+        only = {str(ref.path) for ref in expand_inputs(inputs)} if options.outputs_named_only else None
+        summary.wrote(export_job(out_dir, options.subtitles, options.output_dir, options.cue_rules, only=only))
     summary.wall_s = time.monotonic() - start
     return summary

@@ -38,19 +38,27 @@ proportion to characters, and the files say so.
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import json
 import logging
 import math
+import os
 import re
+import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from .manifest import JobDir, atomic_write_bytes, damage_hint, row_paths
+from .errors import StorageError, UsageProblem
+from .manifest import JobDir, damage_hint, row_paths
+from .outputs import OutputDir, Written, output_names
 
 log = logging.getLogger("podscribe")
 FORMATS = ("txt", "vtt", "srt", "tsv", "json")  # the order of openai-whisper's `all`
+# Formats beyond whisper's (not in `all`), with their file extension: Podcasting 2.0's transcript JSON.
+EXTRA_FORMATS = {"podcast": "podcast.json"}
+ALL_FORMATS = (*FORMATS, *EXTRA_FORMATS)
 BREAK_BEFORE = {
     "and",
     "but",
@@ -97,6 +105,7 @@ class CueRules:
     pause_split_s: float = 1.5
     max_lead_s: float = 0.3
     speakers: bool = True  # a diarized job's labels in the files (cues never span a speaker change either way)
+    speaker_names: tuple[str, ...] = ()  # names for Speaker 1, 2, ... (numbered by first appearance)
 
 
 @dataclass
@@ -106,6 +115,7 @@ class Cue:
     lines: list[str]
     flags: list[str] = field(default_factory=list)  # the rules it breaks where no timing or merge could meet them
     speaker: str | None = None  # its segment's, when the job was diarized
+    srt_lines: list[str] | None = None  # at a change of speaker: its lines with SRT's label, within the line rule
 
     @property
     def text(self) -> str:
@@ -153,7 +163,8 @@ def split_lines(words: list[str], rules: CueRules) -> list[str] | None:
     return min(options)[1] if options else None
 
 
-def _cue_groups(words: list[TimedWord], rules: CueRules) -> list[list[TimedWord]]:
+def _cue_groups(words: list[TimedWord], rules: CueRules, head: str | None = None) -> list[list[TimedWord]]:
+    """``head``: a label the first cue's first line starts with (SRT's ``[Speaker N]``), counted in its lines."""
     groups: list[list[TimedWord]] = []
     current: list[TimedWord] = []
     for w in words:
@@ -161,7 +172,8 @@ def _cue_groups(words: list[TimedWord], rules: CueRules) -> list[list[TimedWord]
             candidate = current + [w]
             pause = w.start_s - current[-1].end_s
             too_long = w.end_s - current[0].start_s > rules.max_duration_s
-            if pause > rules.pause_split_s or too_long or split_lines([x.text for x in candidate], rules) is None:
+            texts = ([head] if head and not groups else []) + [x.text for x in candidate]
+            if pause > rules.pause_split_s or too_long or split_lines(texts, rules) is None:
                 keep = _best_split(current, rules) if pause <= rules.pause_split_s else len(current)
                 groups.append(current[:keep])
                 current = current[keep:]
@@ -274,6 +286,11 @@ class _Block:
 
     segment: int
     words: list[TimedWord]
+    head: str | None = None  # SRT's speaker label before its first word (counted in its lines, not its reading)
+
+    @property
+    def texts(self) -> list[str]:
+        return ([self.head] if self.head else []) + [w.text for w in self.words]
 
     @cached_property
     def chars(self) -> int:
@@ -311,8 +328,8 @@ def _relayouts(blocks: list[_Block], i: int, rules: CueRules):
     """
     for j in (i - 1, i):  # merge j and j + 1
         if 0 <= j and j + 1 < len(blocks) and blocks[j].segment == blocks[j + 1].segment:
-            merged = _Block(blocks[j].segment, blocks[j].words + blocks[j + 1].words)
-            if split_lines([w.text for w in merged.words], rules) is not None and _fits(merged, rules):
+            merged = _Block(blocks[j].segment, blocks[j].words + blocks[j + 1].words, blocks[j].head)
+            if split_lines(merged.texts, rules) is not None and _fits(merged, rules):
                 yield j, [merged]
     for j in (i - 1, i):  # move words between j and j + 1
         if j < 0 or j + 1 >= len(blocks) or blocks[j].segment != blocks[j + 1].segment:
@@ -321,8 +338,11 @@ def _relayouts(blocks: list[_Block], i: int, rules: CueRules):
         cut = len(blocks[j].words)
         for k in (-3, -2, -1, 1, 2, 3):
             if 0 < cut + k < len(both):
-                pair = [_Block(blocks[j].segment, both[: cut + k]), _Block(blocks[j].segment, both[cut + k :])]
-                if all(split_lines([w.text for w in b.words], rules) is not None and _fits(b, rules) for b in pair):
+                pair = [
+                    _Block(blocks[j].segment, both[: cut + k], blocks[j].head),
+                    _Block(blocks[j].segment, both[cut + k :], blocks[j + 1].head),
+                ]
+                if all(split_lines(b.texts, rules) is not None and _fits(b, rules) for b in pair):
                     yield j, pair
 
 
@@ -373,10 +393,13 @@ def build_cues(
     """Cues for one file's segments (in order); also whether real word timings were used throughout."""
     blocks: list[_Block] = []
     all_timed = True
+    heads = _speaker_heads(segments, rules)
     for seg in sorted(segments, key=lambda s: s["segment"]):
         words, timed = segment_words(seg)
         all_timed &= timed
-        blocks += [_Block(seg["segment"], group) for group in _cue_groups(words, rules)]
+        head = heads.get(seg["segment"])
+        groups = _cue_groups(words, rules, head)
+        blocks += [_Block(seg["segment"], group, head if k == 0 else None) for k, group in enumerate(groups)]
     end_ms = _ms_down(duration_s) if duration_s else None
     blocks, times = _repair(blocks, rules, end_ms)
     speaker_of = {seg["segment"]: seg.get("speaker") if rules.speakers else None for seg in segments}
@@ -384,9 +407,28 @@ def build_cues(
     for block, (start, end) in zip(blocks, times):
         texts = [w.text for w in block.words]
         lines = split_lines(texts, rules) or [" ".join(texts)]
+        labelled = None
+        if block.head:  # the same break with the label in front, for SRT; the other formats show the voice otherwise
+            labelled = split_lines(block.texts, rules) or [" ".join(block.texts)]
+            rest = labelled[0][len(block.head) :].strip()
+            lines = [rest, *labelled[1:]] if rest else labelled[1:]
         flags = _cue_flags(start, end, block.chars, rules)
-        cues.append(Cue(start / 1000, end / 1000, lines, flags, speaker_of.get(block.segment)))
+        cues.append(Cue(start / 1000, end / 1000, lines, flags, speaker_of.get(block.segment), labelled))
     return cues, all_timed
+
+
+def _speaker_heads(segments: list[dict], rules: CueRules) -> dict[int, str]:
+    """SRT's ``[Speaker N]`` label, per segment where the speaker changes; none when the file has one speaker."""
+    speakers = {s.get("speaker") for s in segments if s.get("speaker")}
+    if not rules.speakers or len(speakers) < 2:
+        return {}
+    heads, previous = {}, None
+    for seg in sorted(segments, key=lambda s: s["segment"]):
+        speaker = seg.get("speaker")
+        if speaker and speaker != previous:
+            heads[seg["segment"]] = f"[{speaker}]"
+        previous = speaker
+    return heads
 
 
 # -- formats -----------------------------------------------------------------------------
@@ -403,17 +445,12 @@ def _clock(seconds: float, sep: str) -> str:
 PROPORTIONAL_NOTE = "timings of words inside segments are estimated in proportion to characters (no word timestamps)"
 
 
-def _speaker_changes(cues: list[Cue]) -> list[bool]:
-    return [c.speaker is not None and (i == 0 or cues[i - 1].speaker != c.speaker) for i, c in enumerate(cues)]
-
-
 def to_srt(cues: list[Cue]) -> str:
-    """A diarized cue whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices;
-    the prefix is not counted in the line length the cue was laid out for)."""
+    """A diarized cue whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices);
+    the label is laid out with the cue's words, within the line rules. A file of one speaker has no labels."""
     blocks = [
-        f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n"
-        + "\n".join([f"[{c.speaker}] {c.lines[0]}", *c.lines[1:]] if changed else c.lines)
-        for i, (c, changed) in enumerate(zip(cues, _speaker_changes(cues)), 1)
+        f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n" + "\n".join(c.srt_lines or c.lines)
+        for i, c in enumerate(cues, 1)
     ]
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
@@ -439,37 +476,81 @@ def _speaker(segment: dict, rules: CueRules) -> str | None:
 
 
 def to_txt(segments: list[dict], rules: CueRules = CueRules()) -> str:
-    """One segment a line; a diarized job's lines start with ``Speaker N: ``."""
-    return "".join(
-        (f"{_speaker(s, rules)}: " if _speaker(s, rules) else "") + s["text"].strip() + "\n"
-        for s in sorted(segments, key=lambda s: s["segment"])
-    )
+    """One segment a line, as whisper writes it; a diarized job's in paragraphs, one per speaker turn, each
+    starting with ``Speaker N: `` and separated by a blank line."""
+    ordered = sorted(segments, key=lambda s: s["segment"])
+    if not any(_speaker(s, rules) for s in ordered):
+        return "".join(s["text"].strip() + "\n" for s in ordered)
+    turns: list[tuple[str | None, list[str]]] = []
+    for s in ordered:
+        speaker = _speaker(s, rules)
+        if turns and turns[-1][0] == speaker:
+            turns[-1][1].append(s["text"].strip())
+        else:
+            turns.append((speaker, [s["text"].strip()]))
+    return "\n".join((f"{who}: " if who else "") + " ".join(texts) + "\n" for who, texts in turns)
+
+
+def to_podcast(segments: list[dict], rules: CueRules = CueRules()) -> str:
+    """Podcasting 2.0's transcript JSON (podcast:transcript, type application/json), which podcast apps read:
+    ``version`` and ``segments`` of ``startTime``/``endTime`` (seconds), ``body`` and, when diarized,
+    ``speaker``."""
+    out = []
+    for s in sorted(segments, key=lambda s: s["segment"]):
+        entry = {"startTime": s["start_s"], "endTime": s["end_s"], "body": s["text"].strip()}
+        if _speaker(s, rules):
+            entry = {"speaker": _speaker(s, rules), **entry}
+        out.append(entry)
+    return json.dumps({"version": "1.0.0", "segments": out}, ensure_ascii=False, indent=1)
 
 
 def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, rules: CueRules = CueRules()) -> str:
-    keys = ("segment", "start_s", "end_s", "text", "language", "flags", "words")
+    """openai-whisper's result shape (what its ``transcribe`` returns and its writers read): ``text``,
+    ``segments[]`` with ``id/start/end/text/tokens/avg_logprob/no_speech_prob`` and, when the job has word
+    timings, ``words[]`` of ``word/start/end/probability`` (without them openai-whisper leaves ``words`` out
+    too), ``language``. podscribe's own fields sit beside them: the segment's ``piece``, ``language``, ``flags``
+    (and ``speaker``); the file's ``path``, ``file_id``, ``duration_s``, ``word_timings``, ``speakers``, ``cues``.
+    ``tokens`` is empty: podscribe does not keep token ids per segment (the pieces table has them per piece)."""
     labelled = rules.speakers and any(s.get("speaker") for s in segments)
+    ordered = sorted(segments, key=lambda s: s["segment"])
+
+    def word(w: dict) -> dict:
+        out = {"word": w["word"], "start": w["start_s"], "end": w["end_s"], "probability": w["probability"]}
+        return {**out, "speaker": w.get("speaker")} if labelled else out
+
+    def segment(s: dict) -> dict:
+        out = {
+            "id": s["segment"],
+            "start": s["start_s"],
+            "end": s["end_s"],
+            "text": s["text"],
+            "tokens": [],
+            "avg_logprob": s.get("avg_logprob"),
+            "no_speech_prob": s.get("no_speech_prob"),
+            **({"words": [word(w) for w in s.get("words") or ()]} if timed else {}),
+            "piece": s.get("piece"),
+            "language": s.get("language"),
+            "flags": s.get("flags") or [],
+        }
+        return {**out, "speaker": s.get("speaker")} if labelled else out
+
     doc = {
+        "text": " ".join(s["text"].strip() for s in ordered),
+        "segments": [segment(s) for s in ordered],
+        "language": file_row["language"],
         "path": file_row["path"],
         "file_id": file_row["file_id"],
         "duration_s": file_row["duration_s"],
-        "language": file_row["language"],
         "word_timings": "aligned" if timed else "proportional",
         **(
             {"speakers": sorted({s["speaker"] for s in segments if s.get("speaker")}, key=_speaker_order)}
             if labelled
             else {}
         ),
-        "segments": [
-            {k: s.get(k) for k in (*keys, "speaker") if labelled or k != "speaker"}
-            for s in sorted(segments, key=lambda s: s["segment"])
+        "cues": [
+            {k: v for k, v in asdict(c).items() if (labelled or k != "speaker") and k != "srt_lines"} for c in cues
         ],
-        "cues": [{k: v for k, v in asdict(c).items() if labelled or k != "speaker"} for c in cues],
     }
-    if not labelled:
-        for seg in doc["segments"]:
-            for w in seg["words"] or ():
-                w.pop("speaker", None)
     return json.dumps(doc, ensure_ascii=False, indent=1)
 
 
@@ -482,44 +563,118 @@ def export_job(
     out_dir: Path | None = None,
     rules: CueRules = CueRules(),
     problems: list[str] | None = None,
-) -> list[Path]:
-    """One subtitle file per done input path and format, named after it; returns the paths.
+    only: set[str] | None = None,
+    named: Iterable[str] = (),
+) -> Written:
+    """One subtitle file per done input path and format, named after it (``outputs.output_names`` over every
+    input of the job and ``named``); never over a file a person changed (``outputs.OutputDir``).
 
-    Copies (one content at several paths) get a file for each path. Names are the input's stem;
-    stems that occur more than once get ``-<8 hex of the path's hash>``, so no file overwrites another.
-    A table that cannot be read skips its input and is described in ``problems``.
+    Copies (one content at several paths) get a file for each path. ``only``: just these input paths (whisper
+    mode writes the inputs named in the command). A table that cannot be read skips its input and is described
+    in ``problems``.
     """
-    unknown = sorted(set(formats) - set(FORMATS))
+    unknown = sorted(set(formats) - set(ALL_FORMATS))
     if unknown:
-        raise ValueError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+        raise ValueError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
     job = JobDir(job_dir)
     out_dir = Path(out_dir) if out_dir else Path(job_dir) / "subtitles"
-    files = [r for r in job.file_rows() if r["status"] == "done"]
+    rows = job.file_rows()
+    names = output_names([p for row in rows for p in row_paths(row)] + [str(p) for p in named])
+    files = [r for r in rows if r["status"] == "done" and (only is None or set(row_paths(r)) & only)]
     segments_by_file: dict[str, list[dict]] = {}
     for seg in job.read("segments", {r["file_id"] for r in files}).to_pylist():
         segments_by_file.setdefault(seg["file_id"], []).append(seg)
     damaged = {path.stem for path, _ in job.damaged}
     if problems is not None:
         problems += [damage_hint(path, error) for path, error in job.damaged]
-    targets = sorted(
-        ((Path(p), row) for row in files if row["file_id"] not in damaged for p in row_paths(row)),
-        key=lambda target: str(target[0]),
-    )
-    stems = [path.stem for path, _ in targets]
-    written = []
-    for path, row in targets:
-        name = path.stem
-        if stems.count(path.stem) > 1:  # never an overwrite: the same name for every run, said out loud
-            name = f"{path.stem}-{hashlib.sha256(str(path).encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
-            log.warning("%s shares its name with another input: its files are named %s.*", path, name)
-        segments = sorted(segments_by_file.get(row["file_id"], []), key=lambda seg: seg["segment"])
-        cues, timed = build_cues(segments, rules, row["duration_s"])
-        for fmt in formats:
-            target = out_dir / f"{name}.{fmt}"
-            text = _render(fmt, {**row, "path": str(path)}, segments, cues, timed, rules)
-            atomic_write_bytes(target, text.encode("utf-8"))
-            written.append(target)
+    written = Written()
+    for row in sorted(files, key=lambda r: r["path"]):
+        if row["file_id"] not in damaged:
+            segments = segments_by_file.get(row["file_id"], [])
+            written.add(write_outputs(row, segments, formats, out_dir, rules, names, only, problems))
     return written
+
+
+def named_speakers(segments: list[dict], names: tuple[str, ...]) -> list[dict]:
+    """Segments (and their words) with ``Speaker N`` called ``names[N - 1]`` (``--speaker-names``); the manifest
+    keeps the numbered labels."""
+    if not names:
+        return segments
+
+    def name(label: str | None) -> str | None:
+        number = label.rsplit(" ", 1)[-1] if label and label.startswith("Speaker ") else ""
+        return names[int(number) - 1] if number.isdigit() and 0 < int(number) <= len(names) else label
+
+    return [
+        {
+            **s,
+            "speaker": name(s.get("speaker")),
+            "words": [{**w, "speaker": name(w.get("speaker"))} for w in s["words"]]
+            if s.get("words")
+            else s.get("words"),
+        }
+        for s in segments
+    ]
+
+
+_NAMED: set[str] = set()  # paths whose changed name was said already (once per run, not once per write)
+
+
+def write_outputs(
+    row: dict,
+    segments: list[dict],
+    formats: list[str],
+    out_dir: Path,
+    rules: CueRules,
+    names: dict[str, str],
+    only: set[str] | None = None,
+    problems: list[str] | None = None,
+) -> Written:
+    """One done file's outputs, for each of its paths (``only``: those among them), as its row turns done. An
+    output that cannot be written for its own name is skipped and described in ``problems``."""
+    segments = named_speakers(sorted(segments, key=lambda seg: seg["segment"]), rules.speaker_names)
+    cues, timed = build_cues(segments, rules, row["duration_s"])
+    contents: dict[str, bytes] = {}
+    for path in row_paths(row):
+        if only is not None and path not in only:
+            continue
+        name = names.get(path) or output_names([path])[path]
+        if name != Path(path).stem and path not in _NAMED:
+            _NAMED.add(path)
+            log.warning("%s shares its name with another input: its files are named %s.*", path, name)
+        for fmt in formats:
+            text = _render(fmt, {**row, "path": path}, segments, cues, timed, rules)
+            contents[f"{name}.{EXTRA_FORMATS.get(fmt, fmt)}"] = text.encode("utf-8")
+    return OutputDir(out_dir).write(contents, problems)
+
+
+def _this_name_only(exc: StorageError) -> bool:
+    """A write that failed for its own name (too long, a folder of that name), not for the folder or disk."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno in (errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR)
+
+
+def check_writable(folder: Path) -> None:
+    """Subtitles can be written into ``folder``: checked before any decoding, so a read-only -o is not found at
+    the end of the night. A folder not made yet is not made here: its nearest existing parent is asked."""
+    folder = Path(folder).absolute()
+    try:
+        if folder.is_dir():
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".podscribe-write-check-")
+            os.close(fd)
+            os.unlink(probe)
+            return
+        parent = next(p for p in folder.parents if p.exists())
+        if not parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{parent} is a file", str(parent))
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EROFS if _read_only(parent) else errno.EACCES))
+    except OSError as exc:
+        raise UsageProblem(f"subtitles cannot be written into {folder}: {exc.strerror or exc}") from exc
+
+
+def _read_only(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
 def _speaker_order(name: str) -> tuple[int, str]:
@@ -528,13 +683,13 @@ def _speaker_order(name: str) -> tuple[int, str]:
 
 
 def to_tsv(segments: list[dict], rules: CueRules = CueRules()) -> str:
-    """openai-whisper's TSV: start and end in integer milliseconds, one segment a line; a diarized job's has a
-    ``speaker`` column before the text."""
+    """openai-whisper's TSV: ``start``, ``end`` (integer milliseconds) and ``text``, one segment a line; a
+    diarized job's has a ``speaker`` column after them (readers of whisper's three columns still read these)."""
     labelled = rules.speakers and any(s.get("speaker") for s in segments)
-    lines = ["start\tend\tspeaker\ttext" if labelled else "start\tend\ttext"] + [
+    lines = ["start\tend\ttext\tspeaker" if labelled else "start\tend\ttext"] + [
         f"{round(1000 * s['start_s'])}\t{round(1000 * s['end_s'])}\t"
-        + (f"{s.get('speaker') or ''}\t" if labelled else "")
         + s["text"].strip().replace(chr(9), " ")
+        + (f"\t{s.get('speaker') or ''}" if labelled else "")
         for s in sorted(segments, key=lambda s: s["segment"])
     ]
     return "\n".join(lines) + "\n"
@@ -549,4 +704,6 @@ def _render(fmt: str, row: dict, segments: list[dict], cues: list[Cue], timed: b
         return to_vtt(cues, timed)
     if fmt == "txt":
         return to_txt(segments, rules)
+    if fmt == "podcast":
+        return to_podcast(segments, rules)
     return to_json(row, segments, cues, timed, rules)

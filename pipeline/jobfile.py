@@ -62,6 +62,7 @@ KEYS = {
     "max_speakers": int,
     "diarizer": str,
     "speaker_labels": bool,
+    "speaker_names": list,
 }
 
 

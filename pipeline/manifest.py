@@ -3,6 +3,7 @@
 Layout (documented for users in manifests/README.md)::
 
     <job dir>/job.json                  resolved configuration of the job
+    <job dir>/README.md                 a dataset card: datasets.load_dataset(<job dir>[, "files"|"pieces"])
     <job dir>/files/<file_id>.parquet     one row: the input's latest outcome
     <job dir>/segments/<file_id>.parquet  the input's stitched segments
     <job dir>/pieces/<file_id>.parquet    per-piece decoding facts and stats
@@ -53,6 +54,21 @@ def _file_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
+
+
+def _wrong_types(record: dict) -> str | None:
+    """What in a parsed job.json is not of the type podscribe wrote (None: nothing)."""
+    inputs = record.get("inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(x, str) for x in inputs):
+        return "inputs is not a list of paths"
+    if not isinstance(record.get("outputs") or {}, dict):
+        return "outputs is not a table"
+    for section, value in record.get("config", {}).items():
+        if section in ("models", "decode", "cut", "diarize") and not isinstance(value, dict):
+            return f"config.{section} is a {type(value).__name__}, not a table"
+    if not isinstance(record.get("config_hash", ""), str):
+        return "config_hash is not a string"
+    return None
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -323,6 +339,12 @@ class JobDir:
             raise DamagedState(f"{path} is damaged ({exc})") from exc
         if not isinstance(record, dict) or not isinstance(record.get("config", {}), dict):
             raise DamagedState(f"{path} is damaged (not a job record: {type(record).__name__})")
+        wrong = _wrong_types(record)
+        if wrong:
+            raise DamagedState(
+                f"{path} is damaged ({wrong}): restore it, remove it (it is rebuilt from the results when they "
+                "match this run's options), or --restart to start over"
+            )
         return record
 
     def check_config(
@@ -355,9 +377,13 @@ class JobDir:
             "Use the same options to resume, another --out, or --restart to start over."
         )
 
-    def write_job(self, config: dict, inputs: list[str]) -> None:
+    def write_job(self, config: dict, inputs: list[str], outputs: dict | None = None) -> None:
         record = {"config": config, "config_hash": self.config_hash(config), "inputs": inputs}
+        if outputs:
+            record["outputs"] = outputs  # the subtitles the last worker writes (outputs.py)
         atomic_write_bytes(self.root / "job.json", json.dumps(record, indent=2, sort_keys=True).encode())
+        if not (self.root / "README.md").exists():
+            atomic_write_bytes(self.root / "README.md", DATASET_CARD.encode())
 
     def clear(self) -> None:
         """--restart: forget every result (the lock, the folder and quarantined tables stay)."""
@@ -474,6 +500,28 @@ class JobDir:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
         return target
+
+
+# A dataset card: `datasets.load_dataset(JOB)` reads the segments table, `load_dataset(JOB, "files")` the files
+# rows (each table by its own glob: the job dir's lock and JSON files are not read as Parquet). The "parquet"
+# builder with data_dir=JOB reads every file of the folder as one table, which three tables cannot be: give it
+# data_dir=JOB/segments.
+DATASET_CARD = """---
+configs:
+- config_name: segments
+  data_files: "segments/*.parquet"
+  default: true
+- config_name: files
+  data_files: "files/*.parquet"
+- config_name: pieces
+  data_files: "pieces/*.parquet"
+---
+# A podscribe job
+
+Parquet tables: `segments/` (the transcripts), `files/` (one row per input), `pieces/` (decoding facts).
+`datasets.load_dataset("<this folder>")` reads the segments, `load_dataset("<this folder>", "files")` the files
+rows; pyarrow, pandas and DuckDB read each folder (`segments/*.parquet`) as one table.
+"""
 
 
 def damage_hint(path: Path, error: str) -> str:

@@ -11,7 +11,9 @@ Built to survive the night:
 - each decoded batch of pieces is persisted atomically before the next one
   starts, so a killed run resumes inside a half-done file, and a finished
   file is consolidated into its tables;
-- a file that kills its workers again and again (counted on disk) becomes a failed row;
+- a process that dies on a file only makes it a suspect (a whole run killed is no evidence): it is decoded
+  last, alone, in a watched child process, and fails only when that child dies again at the same place
+  while its worker lives (isolate.py);
 - rerunning skips inputs already done (and failed ones, unless asked to retry);
   a changed configuration is refused unless the job is restarted;
 - an input is its content (a SHA-256 of every byte): copies at several paths are
@@ -32,6 +34,8 @@ import glob
 import json
 import logging
 import os
+import signal
+import sys
 import threading
 import time
 import traceback
@@ -43,16 +47,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
-from . import audio, prefetch, tables, vad, workers
+from . import audio, dryrun, isolate, outputs, prefetch, probes, progress, tables, vad, workers
 from .audio import AudioError, CutOptions
 from .decode import DecodeOptions, Transcriber
+from .decode.transcriber import Abandoned
 from .diarize.options import DiarizeOptions
 from .errors import ConfigChanged, DamagedState, UsageProblem
-from .export import CueRules, export_job
+from .export import CueRules, check_writable, write_outputs
 from .manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
 from .models.load import Models, load_models
+from .outputs import Written, output_names
 from .records import PieceResult
 from .runtime import pick_runtime, recorded_compute_type, return_freed_memory
 from .stitch import stitch
@@ -122,12 +126,16 @@ class JobOptions:
     retry_failed: bool = False
     restart: bool = False
     checkpoint_pieces: bool = True  # persist each decoded batch (resume inside a file); off only to measure its cost
-    subtitles: list[str] = field(default_factory=list)  # formats to export when the job ends
+    subtitles: list[str] = field(default_factory=list)  # formats written as each file is done, and at the end
     output_dir: Path | None = None  # where they go (default <out_dir>/subtitles)
+    outputs_named_only: bool = False  # whisper mode: outputs only for the inputs named in this command
+    export_at_end: bool = True  # write every output once all workers are done (off for all but the last pass)
+    launched_at: str | None = None  # --workers N: when the launch began (rows done since are this launch's work)
     cue_rules: CueRules = field(default_factory=CueRules)
     threads: int | None = None  # torch CPU threads (None: torch's default)
-    max_attempts: int = workers.MAX_ATTEMPTS  # worker deaths on one file (no new batch between) before it fails
+    max_attempts: int = workers.MAX_ATTEMPTS  # watched deaths of a suspect file decoded alone before it fails
     diarize: DiarizeOptions | None = None  # speaker labels (None: none)
+    writes_outputs: bool = True  # False for the workers an engine starts: the process that started them writes
 
 
 @dataclass
@@ -144,6 +152,7 @@ class JobSummary:
     missing: list[tuple[str, str]] = field(default_factory=list)  # unreadable now; earlier results kept
     warnings: list[tuple[str, str]] = field(default_factory=list)  # done, with something to check
     subtitles: list[Path] = field(default_factory=list)
+    kept: list[tuple[Path, Path | None]] = field(default_factory=list)  # outputs a person changed: (kept, new)
     by_others: int = 0  # finished by other workers of the job while this one ran
     relabelled: int = 0  # finished files given speaker labels without decoding them again
     elsewhere: int = 0  # being decoded by other workers when this one ran out of files
@@ -155,8 +164,12 @@ class JobSummary:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("already_done", "skipped_failed", "copies"):  # every worker plans the same job: counted once
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
-        for name in ("failures", "missing", "warnings"):
+        for name in ("failures", "missing", "warnings", "subtitles", "kept"):
             getattr(self, name).extend(x for x in getattr(other, name) if x not in getattr(self, name))
+
+    def wrote(self, written: Written) -> None:
+        self.subtitles += [p for p in written.paths if p not in self.subtitles]
+        self.kept += [k for k in written.kept if k not in self.kept]
 
 
 def expand_inputs(inputs: list[str]) -> list[InputRef]:
@@ -194,6 +207,16 @@ def _trace(event: str, file_id: str, number: int) -> None:
             f.write(f"{event} {file_id} {number} {os.getpid()}\n")
 
 
+def _crash_test(path: Path, indexes: list[int]) -> None:
+    """Test hook: PODSCRIBE_CRASH=<file name>:<piece> kills the process (SIGKILL, as the OOM killer would) when it
+    starts decoding that piece of that file: a file that really kills its worker."""
+    planted = os.environ.get("PODSCRIBE_CRASH")
+    if planted:
+        name, _, piece = planted.rpartition(":")
+        if name == path.name and int(piece) in indexes:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 # -- one file -------------------------------------------------------------------
 
 
@@ -214,7 +237,7 @@ class FileContext:
     job: JobDir
     stop: threading.Event
     probed: audio.AudioInfo | AudioError
-    bar: tqdm | None = None
+    bar: progress.AudioBar | None = None
     checkpoint: bool = True
     config_hash: str | None = None
     diarizer: Diarizer | None = None
@@ -385,7 +408,11 @@ def _decode_batch(
 ) -> None:
     pieces = [entry[0] for entry in batch]
     samples = [p.samples for p in pieces]
-    results = ctx.transcriber.transcribe(samples, lock(samples), voices)
+    _crash_test(ctx.path, [p.index for p in pieces])
+    try:
+        results = ctx.transcriber.transcribe(samples, lock(samples), voices)
+    except Abandoned:  # a stop during a second chance: this batch is decoded again on resume
+        raise Interrupted() from None
     return_freed_memory()
     for p in pieces:
         _trace("decoded", ctx.file_id, p.index)
@@ -405,7 +432,7 @@ def _ready(ctx: FileContext, queue: deque[list]):
     while queue and queue[0][1] is not None:
         piece, result = queue.popleft()
         if ctx.bar is not None:
-            ctx.bar.update(round(piece.duration_s, 2))
+            ctx.bar.advance(piece.duration_s)
         yield piece, result
 
 
@@ -423,7 +450,7 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     language = tables.file_language(done)
     by_piece = {p.index: r for p, r in done}
     flags = {s.index: tables.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
-    outcome = tables.file_done(duration, done, segments, warnings, language, flags)
+    outcome = tables.file_done(duration, done, segments, warnings, language, flags, info.tags)
     rows = tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags)
     if ctx.diarizer is not None:
         outcome, rows = _labelled(ctx, outcome, rows)
@@ -444,7 +471,7 @@ def _labelled(ctx: FileContext, row: dict, segments: list[dict]) -> tuple[dict, 
     return tables.file_labelled(row, labelled, n_speakers, ctx.diarizer.config), labelled
 
 
-def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
+def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> tuple[dict, list[dict]] | None:
     """A finished file that needs speaker labels (``--diarize`` added or changed): its segments labelled, nothing
     decoded again. Segments first, the files row last, each written atomically."""
     known_damage = len(ctx.job.damaged)
@@ -466,6 +493,7 @@ def _relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> None:
     ctx.job.write_labels(new_row, labelled)
     summary.relabelled += 1
     log.info("labelled %s: %d speakers", ctx.path, new_row["n_speakers"])
+    return new_row, labelled
 
 
 def _base_row(ctx: FileContext) -> dict:
@@ -486,7 +514,7 @@ def _base_row(ctx: FileContext) -> dict:
     )
 
 
-def _run_one(ctx: FileContext, summary: JobSummary) -> None:
+def _run_one(ctx: FileContext, summary: JobSummary) -> tuple[dict, list[dict]]:
     t0 = time.monotonic()
     identity = _base_row(ctx)
     try:
@@ -513,6 +541,7 @@ def _run_one(ctx: FileContext, summary: JobSummary) -> None:
         summary.failed += 1
         summary.failures.append((str(ctx.path), row["error"]))
         log.warning("%s: %s", ctx.path, row["error"])
+    return row, segments
 
 
 # -- the job ----------------------------------------------------------------------
@@ -668,6 +697,8 @@ def _plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptio
                 job.update_file_row(row)
             if _needs_labels(row, labels):
                 todo.append(Task(task.file_id, task.refs, task.problem, relabel=True))
+            elif options.launched_at and (row.get("finished_at") or "") >= options.launched_at:
+                summary.by_others += 1  # done by another worker of this launch, not before it
             else:
                 summary.already_done += 1
         elif state == "failed" and not options.retry_failed:
@@ -684,13 +715,23 @@ def _needs_labels(row: dict, speaker_config: str | None) -> bool:
     return speaker_config is not None and bool(row["n_segments"]) and row.get("speaker_config") != speaker_config
 
 
-def _probe_all(tasks: list[Task]) -> dict[str, audio.AudioInfo | AudioError | None]:
+def _probe_all(tasks: list[Task], root: Path) -> dict[str, audio.AudioInfo | AudioError | None]:
     """Every file probed (None for one that only needs labels) before the first is decoded: files go longest
-    first. An ffprobe run is mostly process start-up, so a few run at once (49 clips: 3.0 s one by one, 1.5 s
-    two or four at a time on a 2-core CPU)."""
+    first. A content probed before (by any run or worker of the job) is not probed again (probes.py). An
+    ffprobe run is mostly process start-up, so a few run at once (49 clips: 3.0 s one by one, 1.5 s two or four
+    at a time on a 2-core CPU)."""
+    cache = probes.ProbeCache(root)
+    known = {task.file_id: cache.get(task.file_id) for task in tasks if not task.problem}
+    left = [task for task in tasks if not task.relabel and known.get(task.file_id) is None]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        found = list(pool.map(lambda task: None if task.relabel else _probe(task), tasks))
-    return {task.file_id: info for task, info in zip(tasks, found)}
+        found = dict(zip((task.file_id for task in left), pool.map(_probe, left)))
+    for file_id, info in found.items():
+        if isinstance(info, audio.AudioInfo):
+            cache.put(file_id, info)
+    cache.save()
+    return {
+        task.file_id: None if task.relabel else found.get(task.file_id) or known.get(task.file_id) for task in tasks
+    }
 
 
 def _probe(task: Task) -> audio.AudioInfo | AudioError:
@@ -721,22 +762,43 @@ def run(
     if models is None:  # before the lock: the workers of a launch load their models at the same time
         models = job_models(options)
     diarizer = _diarizer(options)
+    transcriber = Transcriber(models, options.decode)  # options the model refuses: before the job dir is made
+    if options.subtitles and options.writes_outputs:  # a read-only -o found now, not after the night's decoding
+        check_writable(Path(options.output_dir) if options.output_dir else job.root / "subtitles")
     with job.locked():
         config = job_config(options, models)
-        todo, seen = _prepare(refs, job, config, options, summary, registration)
+        todo, seen, names = _prepare(refs, job, config, options, summary, registration)
         registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
+    only = {str(ref.path) for ref in refs} if options.outputs_named_only else None
     try:
-        transcriber = Transcriber(models, options.decode)
-        _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer).decode_all(todo)
+        transcriber.stop = stop
+        transcriber.notify = functools.partial(_second_chance, shown=options.progress)
+        worker = _Worker(job, transcriber, options, output_hash(config), stop, summary, seen, diarizer, names, only)
+        worker.decode_all(todo)
     finally:
         registration.__exit__()
-    if options.subtitles:
+    recorded = None  # what every worker of the job agreed on (outputs.py); a joiner may have added it
+    with contextlib.suppress(DamagedState):
+        recorded = (job.read_job() or {}).get("outputs") if options.writes_outputs else None
+    if recorded and options.export_at_end:
         if workers.live_workers(job.root):
             summary.subtitles_left = True
-        else:
-            summary.subtitles = export_job(options.out_dir, options.subtitles, options.output_dir, options.cue_rules)
+        else:  # files done in earlier runs (and by other workers) too; what is already written stays as it is
+            problems: list[str] = []
+            named = [str(ref.path) for ref in refs]
+            summary.wrote(outputs.export_recorded(job.root, recorded, problems, only=only, named=named))
+            summary.warnings += [(str(outputs.folder(job.root, recorded)), problem) for problem in problems]
     summary.wall_s = time.monotonic() - start
+    key = dryrun.rate_key(options.model, options.compute_type, options.device)
+    dryrun.record_rate(key, summary.audio_s, summary.wall_s, options.cache_dir)  # for --dry-run's estimate
     return summary
+
+
+def _second_chance(line: str, shown: bool) -> None:
+    """A piece at its second chance (beam search, then sampling) can take minutes: said, so the bar does not
+    look hung."""
+    log.info("%s", line)
+    progress.say(line, shown)
 
 
 def _diarizer(options: JobOptions) -> Diarizer | None:
@@ -753,6 +815,8 @@ def _diarizer(options: JobOptions) -> Diarizer | None:
 
 
 def job_models(options: JobOptions) -> Models:
+    if options.progress:  # seconds of silence otherwise
+        print(f"loading {options.model or 'the default model'} ...", file=sys.stderr, flush=True)
     runtime = pick_runtime(options.device, _compute_type(options))
     return load_models(options.model, options.assistant, runtime, options.cache_dir)
 
@@ -784,26 +848,30 @@ def _prepare(
     options: JobOptions,
     summary: JobSummary,
     registration: workers.Registration,
-) -> tuple[list[Task], dict[str, str | None]]:
+) -> tuple[list[Task], dict[str, str | None], dict[str, str]]:
     """Planning, under the preparation lock: --restart, the configuration check, job.json, what is left.
 
     A worker joining a job that other workers are at work on never starts it over (with accelerate every
     rank passes the same --restart: the first one restarts, the others join) and adds its inputs to the
-    job's. Returns the files to decode and, per file, the ``finished_at`` of its row as planned (a row
-    that changed since was written by another worker)."""
+    job's. Returns the files to decode, per file the ``finished_at`` of its row as planned (a row that changed
+    since was written by another worker), and the output file name of each input path."""
     others = workers.live_workers(job.root, besides=registration.path)
     if options.restart:
         _restart(job, others)
     rows = _readable_rows(job)
     _check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
+    wanted = outputs.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
     if others:
+        earlier = {}
         with contextlib.suppress(DamagedState):
-            earlier = (job.read_job() or {}).get("inputs", [])
-            inputs = list(dict.fromkeys([*earlier, *inputs]))
-    job.write_job(config, inputs)
+            earlier = job.read_job() or {}
+        inputs = list(dict.fromkeys([*earlier.get("inputs", []), *inputs]))
+        wanted = outputs.join(earlier.get("outputs"), wanted, job.root)
+    job.write_job(config, inputs, wanted)
     todo = _plan(refs, job, rows, options, summary)
-    return todo, {r["file_id"]: r.get("finished_at") for r in rows}
+    names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
+    return todo, {r["file_id"]: r.get("finished_at") for r in rows}, names
 
 
 def _restart(job: JobDir, others: list[str]) -> None:
@@ -838,24 +906,38 @@ class _Worker:
     summary: JobSummary
     seen: dict[str, str | None]  # per file, the finished_at of its row as planned
     diarizer: Diarizer | None = None
+    names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs.output_names)
+    only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
+    alone: bool = False  # a child process decoding suspect files alone for its worker (isolate.py)
+    watched: isolate.Watched | None = None  # that child, seen from its worker
+
+    def write_outputs(self, row: dict, segments: list[dict]) -> None:
+        """A file's outputs (txt, srt, ...) as soon as its row is done or relabelled: a job stopped at 6 a.m.
+        has every finished episode's files."""
+        options = self.options
+        if not options.subtitles:
+            return
+        out_dir = options.output_dir or options.out_dir / "subtitles"
+        problems: list[str] = []
+        written = write_outputs(
+            row, segments, options.subtitles, out_dir, options.cue_rules, self.names, self.only, problems
+        )
+        self.summary.wrote(written)
+        self.summary.warnings += [(str(out_dir), problem) for problem in problems]
+        _trace("written", row["file_id"], len(written.paths))
 
     def decode_all(self, todo: list[Task]) -> None:
-        """Longest first; each file only under its claim. Files held by other workers are tried again after a
-        pass (their worker may have died), until a pass finds nothing to take."""
+        """Longest first, suspects last (a process died on them: isolate.py); each file only under its claim.
+        Files held by other workers are tried again after a pass (their worker may have died), until a pass
+        finds nothing to take."""
         job, summary = self.job, self.summary
-        probed = _probe_all(todo)
+        probed = _probe_all(todo, job.root)
         durations = {
             k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
         }
-        pending = sorted(todo, key=lambda task: -durations[task.file_id])
-        with tqdm(
-            total=round(sum(durations.values()) / 3600, 3),
-            unit="h",
-            desc="job",
-            disable=not self.options.progress,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]",
-            position=0,
-        ) as job_bar:
+        suspects = {t.file_id for t in todo if workers.suspect(job.root, t.file_id)}
+        pending = sorted(todo, key=lambda task: (task.file_id in suspects, -durations[task.file_id]))
+        with progress.job_bar(sum(durations.values()), self.options.progress) as job_bar:
             looked_again = False
             lookahead = _Lookahead(self.job, self.transcriber, self.options.cut, probed)
             try:
@@ -872,6 +954,8 @@ class _Worker:
                             held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
                             if held is None:
                                 busy.append(task)
+                                continue
+                            if self._finished_by_others(task, held):
                                 continue
                             _trace("claimed", task.file_id, held.deaths)
                             claims.append((task, held))
@@ -890,6 +974,21 @@ class _Worker:
                     pending = busy
             finally:
                 lookahead.close()
+                if self.watched is not None:
+                    self.watched.close()
+
+    def _finished_by_others(self, task: Task, held: workers.Claim) -> bool:
+        """Whether another worker wrote the file's row after this one planned (checked as soon as it is claimed:
+        a file held by another worker when this one first passed is usually done when it passes again, and a
+        batch across files must not decode it). (A row as planned is not a reason to skip: a done row whose
+        segments table was damaged is planned to be redone.)"""
+        row = self.job.file_row(task.file_id)
+        if row is None or row.get("finished_at") == self.seen.get(task.file_id):
+            return False
+        self.summary.by_others += 1
+        held.finish()
+        held.release()
+        return True
 
     def _group(self, pending: list[Task], at: int, probed: dict) -> list[Task]:
         """The task at ``at``; if it is a file of one piece, the one-piece files right after it too, up to the
@@ -930,7 +1029,7 @@ class _Worker:
                 )
                 current.release()
                 current = None
-                job_bar.update(round(durations[task.file_id] / 3600, 3))
+                job_bar.advance(durations[task.file_id])
         except BaseException:
             if current is not None:  # decode_claimed gave it back, or its death counts (as ever)
                 current.release()
@@ -966,10 +1065,15 @@ class _Worker:
                 entries.append((task.file_id, piece, stream.notes, heard))
         if len(entries) < 2:
             return {}
+        paths = {task.file_id: task.refs[0].path for task, _ in claims}
+        for file_id, *_ in entries:
+            _crash_test(paths[file_id], [0])
         try:
             results = self.transcriber.transcribe(
                 [piece.samples for _, piece, _, _ in entries], None, [heard for *_, heard in entries]
             )
+        except Abandoned:  # a stop during a second chance: these files are decoded again on resume
+            raise Interrupted() from None
         except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
             log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
             return {}
@@ -998,62 +1102,120 @@ class _Worker:
             self.summary.by_others += 1
             held.finish()
             return
-        options = self.options
-        with tqdm(
-            total=round(duration_s, 1),
-            unit="s",
-            desc=task.refs[0].path.name[:40],
-            leave=False,
-            disable=not options.progress,
-            position=1,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{remaining}]",
-        ) as file_bar:
-            ctx = FileContext(
-                task,
-                self.transcriber,
-                options.cut,
-                self.job,
-                self.stop,
-                probed,
-                file_bar,
-                options.checkpoint_pieces,
-                self.config_hash,
-                self.diarizer,
-                ready,
-                stream,
-            )
-            if held.deaths >= options.max_attempts and task.relabel:  # labels are not worth a transcript
-                warning = f"a worker died {held.deaths} times while labelling its speakers: left unlabelled"
-                self.summary.warnings.append((str(ctx.path), warning))
-                self.summary.already_done += 1  # its transcript is
-                log.warning("%s: %s", ctx.path, warning)
-                held.finish()
-                return
-            if held.deaths >= options.max_attempts:
-                _poisoned(ctx, held.deaths, self.summary)
-                held.finish()
-                return
+        if held.deaths and not self.alone:  # a process died on it: decoded alone, watched (isolate.py)
+            if stream is not None:
+                stream.items.close()
+            self._decode_watched(task, held, probed, duration_s)
+            return
+        try:
+            self.decode_file(task, row, probed, duration_s, ready, stream)
+        except BaseException:
+            held.give_back()  # the worker lives: a clean stop or a full disk is no death
+            raise
+        held.finish()
+
+    def _decode_watched(self, task: Task, held: workers.Claim, probed, duration_s: float) -> None:
+        """A suspect file, decoded in the child that serves this worker until it is done, or until the child
+        died ``max_attempts`` times in a row at the same place while this worker lived: then it fails."""
+        if self.watched is None:
+            self.watched = isolate.Watched(self.options, self.config_hash, self.stop)
+        while True:
             try:
-                if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
-                    self.summary.by_others += 1  # another worker labelled it in the meantime
-                elif task.relabel and row is not None:
-                    _relabel_one(ctx, row, self.summary)
-                else:
-                    _run_one(ctx, self.summary)
+                outcome = self.watched.decode(task, probed, duration_s, self.seen.get(task.file_id))
             except BaseException:
-                held.give_back()  # the worker lives: a clean stop or a full disk is no death
+                held.give_back()
                 raise
-            held.finish()
+            if not isinstance(outcome, isolate.Died):
+                isolate.add_counts(self.summary, outcome)
+                held.finish()
+                return
+            witnessed = held.died_alone(self.job.persisted_batches(task.file_id))
+            log.warning(
+                "%s: the process decoding it alone died (%s), %d time(s) in a row at the same place",
+                task.refs[0].path,
+                outcome,
+                witnessed,
+            )
+            if witnessed >= self.options.max_attempts:
+                self._fail_poisoned(task, probed, witnessed, outcome)
+                held.finish()
+                return
+
+    def decode_unclaimed(self, task: Task, probed, duration_s: float) -> None:
+        """In the child that decodes a suspect file alone: its worker holds the claim."""
+        self.decode_file(task, self.job.file_row(task.file_id), probed, duration_s)
+
+    def _context(self, task: Task, probed, bar=None, ready=None, stream=None) -> FileContext:
+        options = self.options
+        return FileContext(
+            task,
+            self.transcriber,
+            options.cut,
+            self.job,
+            self.stop,
+            probed,
+            bar,
+            options.checkpoint_pieces,
+            self.config_hash,
+            self.diarizer,
+            ready,
+            stream,
+        )
+
+    def decode_file(
+        self,
+        task: Task,
+        row: dict | None,
+        probed: audio.AudioInfo | AudioError | None,
+        duration_s: float,
+        ready: Predecoded | None = None,
+        stream: _Stream | None = None,
+    ) -> None:
+        with progress.file_bar(task.refs[0].path.name, duration_s, self.options.progress) as file_bar:
+            ctx = self._context(task, probed, file_bar, ready, stream)
+            if task.relabel and row is not None and not _needs_labels(row, self.diarizer.config):
+                self.summary.by_others += 1  # another worker labelled it in the meantime
+                finished = None
+            elif task.relabel and row is not None:
+                finished = _relabel_one(ctx, row, self.summary)
+            else:
+                finished = _run_one(ctx, self.summary)
+            if finished is not None and finished[0]["status"] == "done":
+                self.write_outputs(*finished)
+
+    def _fail_poisoned(self, task: Task, probed, deaths: int, died: isolate.Died) -> None:
+        ctx = self._context(task, probed)
+        if task.relabel:  # labels are not worth a transcript
+            warning = f"labelling its speakers alone killed the process {deaths} times ({died}): left unlabelled"
+            self.summary.warnings.append((str(ctx.path), warning))
+            self.summary.already_done += 1  # its transcript is
+            log.warning("%s: %s", ctx.path, warning)
+            return
+        _poisoned(ctx, deaths, died, self.summary)
 
 
-def _poisoned(ctx: FileContext, deaths: int, summary: JobSummary) -> None:
-    """A file that killed its worker ``deaths`` times in a row: a failed row (its checkpoints are kept, so
-    --retry-failed resumes from them) instead of one more death."""
+def alone_worker(options: JobOptions, config_hash: str, stop) -> _Worker:
+    """The worker inside the child that decodes suspect files alone (isolate.py): its own models, no claims."""
+    if options.threads:
+        import torch
+
+        torch.set_num_threads(options.threads)
+    models = job_models(options)
+    transcriber = Transcriber(models, options.decode)
+    job = JobDir(options.out_dir)
+    return _Worker(
+        job, transcriber, options, config_hash, stop, JobSummary(job.root), {}, _diarizer(options), alone=True
+    )
+
+
+def _poisoned(ctx: FileContext, deaths: int, died: isolate.Died, summary: JobSummary) -> None:
+    """A file that killed the process decoding it alone ``deaths`` times in a row while its worker lived: a
+    failed row (its checkpoints are kept, so --retry-failed resumes from them) instead of one more death."""
     row = {
         **_base_row(ctx),
         **tables.file_failed(
-            f"a worker died {deaths} times while decoding this file (killed, out of memory, a crash in a native "
-            "library?), the last times without saving a batch; rerun with --retry-failed to try again"
+            f"decoding this file alone killed the process {deaths} times in a row at the same place ({died}; out "
+            "of memory, a crash in a native library?) while the job went on; rerun with --retry-failed to try again"
         ),
         "finished_at": _now(),
         "decode_mode": ctx.transcriber.mode,

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from . import audio, workers
-from .audio import AudioError
+from . import workers
 from .errors import DamagedState
+from .job_report import partial_rate
 from .manifest import JobDir, damage_hint, row_paths
+from .probes import ProbeCache
+from .progress import clock
 
 
 @dataclass
@@ -43,6 +45,7 @@ class JobStatus:
     failures: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # inputs that cannot be read now
     problems: list[str] = field(default_factory=list)  # damaged state, with what to do
+    partial_rate: float = 0.0  # audio s per wall s of the files being decoded, from their checkpoints
 
     @property
     def throughput(self) -> float:
@@ -56,13 +59,14 @@ class JobStatus:
 
     @property
     def eta_s(self) -> float | None:
-        rate = self.throughput * max(1, self.workers_active)
+        """Audio left over the rate of the files done, or, before any is done, of the batches saved so far."""
+        rate = (self.throughput or self.partial_rate) * max(1, self.workers_active)
         return self.audio_left_s / rate if rate > 0 else None
 
     def render(self) -> str:
         workers_now = max(1, self.workers_active)
         eta = (
-            f"{self.eta_s / 3600:.2f} h with {workers_now} worker{'s' * (workers_now > 1)}"
+            f"{clock(self.eta_s)} with {workers_now} worker{'s' * (workers_now > 1)}"
             if self.eta_s is not None
             else "unknown (nothing done yet)"
         )
@@ -167,25 +171,30 @@ def job_status(root: Path) -> JobStatus:
             st.failed += 1
             st.failures.append((r["path"], r["error"]))
     fingerprints = job.fingerprints()  # read-only here: status never writes into the job dir
+    known = ProbeCache(root)  # durations as the runs probed them: status never runs ffprobe
     pending: set[str] = set()
-    for path in map(Path, record.get("inputs", [])):
+    inputs = record.get("inputs", [])
+    for path in map(Path, inputs if isinstance(inputs, list) else []):
         ident = fingerprints.identify(path)
+        if ident.file_id in rows:  # counted above (a failed unreadable input among them)
+            continue
         if not ident.readable:
             if by_path.get(str(path), ident.file_id) != ident.file_id:  # it had content: results kept
                 st.missing.append(str(path))
             else:
                 pending.add(ident.file_id)
             continue
-        if ident.file_id in rows or ident.file_id in pending:
-            continue
         pending.add(ident.file_id)
-        st.in_progress += job.has_partial(ident.file_id)
-        try:
-            st.audio_left_s += audio.probe(path).duration_s or 0.0
-        except AudioError:
-            pass
+    partial = job.root / "partial"
+    half_done = {p.name for p in partial.iterdir() if p.is_dir()} if partial.is_dir() else set()
+    pending |= {fid for fid in half_done if fid not in rows}  # still pending after a run with other inputs
+    for file_id in pending:
+        st.in_progress += file_id in half_done and job.has_partial(file_id)
+        info = known.get(file_id)
+        st.audio_left_s += (info.duration_s or 0.0) if info else 0.0
     st.pending += len(pending)
     st.busy_s = busy_seconds([r for r in rows.values() if r["status"] == "done"])
+    st.partial_rate = partial_rate(Path(root)) if not st.done else 0.0
     st.workers_active = len(workers.live_workers(root))
     st.files_active = len(workers.held_claims(root))
     done_ids = {fid for fid, r in rows.items() if r["status"] == "done" and r.get("n_flagged")}

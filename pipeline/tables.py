@@ -53,6 +53,9 @@ FILES_SCHEMA = pa.schema(
         ("worker", pa.string()),  # host:pid of the worker that wrote the row
         ("n_speakers", pa.int32()),  # with --diarize: speakers in its segments (null: not diarized)
         ("speaker_config", pa.string()),  # hash of the diarization options its labels were made with
+        ("title", pa.string()),  # the container's tags (audio.TAGS), null where it has none
+        ("artist", pa.string()),
+        ("date", pa.string()),
     ]
 )
 
@@ -275,9 +278,10 @@ def file_done(
     warnings: list[str],
     language: str | None,
     flags: dict[int, list[str]],
+    tags: tuple[tuple[str, str], ...] = (),
 ) -> dict:
     """The outcome part of a files row for a decoded file: totals over its pieces. ``language``: the file's
-    (``file_language``), which the caller already needed for the flags."""
+    (``file_language``), which the caller already needed for the flags; ``tags``: the container's (audio.TAGS)."""
     total = DecodeStats()
     for _, r in done:
         total.add(r.stats)
@@ -299,6 +303,7 @@ def file_done(
         "recovered_tokens": sum(len(d.tokens) for _, r in done for d in r.redecodes),
         "n_speakers": None,
         "speaker_config": None,
+        **{name: dict(tags).get(name) for name in ("title", "artist", "date")},
     }
 
 

@@ -7,10 +7,14 @@ Any number of worker processes (one machine or many, on shared POSIX storage) ma
   file held by another worker is skipped for now), and it reads the file's row again after claiming,
   because another worker may have finished it in between;
 - each claim is counted in ``claims/<file_id>.json``. A claim that ends in any way the process lives
-  through (done, failed, Ctrl-C, a full disk) takes its count back; a worker that dies (SIGKILL, the
-  OOM killer, a segfault in a native library) leaves it. A file whose workers died ``max_attempts``
-  times in a row without persisting a new batch is a poison file: it becomes a failed row instead
-  of killing every worker that touches it, all night.
+  through (done, failed, Ctrl-C, a full disk) takes its count back; a process that dies (SIGKILL, the
+  OOM killer, a segfault in a native library, a reboot, SIGHUP) leaves it.
+
+A death left on a claim is no evidence against the file: the whole run may have died (a laptop lid, a
+scheduler's time limit), not one worker among others. It only makes the file a suspect: it is decoded
+last, alone, in a child process its worker watches (isolate.py). Only a death the worker *sees* — that
+child dying while the worker lives, without saving a new batch — counts against the file
+(``witnessed``), and ``max_attempts`` of those in a row make it a failed row, its checkpoints kept.
 
 flock is what makes this work: local disks, NFSv4 and CephFS have it; object stores do not.
 """
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from .manifest import atomic_write_bytes, try_flock
 
-MAX_ATTEMPTS = 3  # deaths in a row, without a new persisted batch, that make a file a poison file
+MAX_ATTEMPTS = 3  # watched deaths of a file decoded alone, in a row without a new batch, that fail it
 
 
 def worker_name() -> str:
@@ -97,13 +101,15 @@ def held_claims(root: Path) -> list[str]:
 
 @dataclass
 class Claim:
-    """A file held by this worker, with how many workers died on it before (in a row, without progress)."""
+    """A file held by this worker, with how many processes died on it before (in a row, without progress):
+    ``deaths`` in all (any death: suspect), ``witnessed`` of them seen by a worker that lived (evidence)."""
 
     root: Path
     file_id: str
     fd: int
     deaths: int
     record: dict
+    witnessed: int = 0
 
     @property
     def counter(self) -> Path:
@@ -115,7 +121,27 @@ class Claim:
 
     def give_back(self) -> None:
         """Ended without dying (a clean stop, a full disk): this claim does not count as a death."""
-        atomic_write_bytes(self.counter, json.dumps({**self.record, "attempts": self.deaths}).encode())
+        self._write(self.deaths)
+
+    def died_alone(self, persisted_batches: int) -> int:
+        """The child decoding this file alone died while this worker lived: one witnessed death, or the first of
+        a new series when it saved a batch first. Returns the witnessed deaths in a row at the same place."""
+        same = persisted_batches == self.record["persisted"]
+        self.witnessed = self.witnessed + 1 if same else 1
+        self.deaths += 1
+        self.record = {**self.record, "persisted": persisted_batches}
+        self._write(self.deaths + 1)  # the claim goes on (another try): counted as ever
+        return self.witnessed
+
+    def _write(self, attempts: int) -> None:
+        record = {**self.record, "attempts": attempts, "witnessed": self.witnessed}
+        try:
+            atomic_write_bytes(self.counter, json.dumps(record).encode())
+        except BaseException:
+            if attempts <= self.deaths:  # taking a count back failed (a full disk): no count beats a false one
+                with contextlib.suppress(OSError):
+                    self.counter.unlink()
+            raise
 
     def release(self) -> None:
         os.close(self.fd)
@@ -124,8 +150,8 @@ class Claim:
 def claim(root: Path, file_id: str, persisted_batches: int) -> Claim | None:
     """Take a file without waiting; None when another worker holds it. The claim is counted on disk
     before any decoding, so a death during it is seen by the next claim. ``persisted_batches``: how
-    many checkpoints the file has now; more than at the last claim means the dead worker made
-    progress, and the count starts again."""
+    many checkpoints the file has now; more than at the last witnessed death means the file moved on,
+    and the witnessed count starts again."""
     root = Path(root)
     fd = _lock_file(root / "claims" / f"{file_id}.lock")
     if fd is None:
@@ -137,14 +163,29 @@ def claim(root: Path, file_id: str, persisted_batches: int) -> Claim | None:
             before = {}
     except (OSError, ValueError):
         before = {}
-    deaths = int(before.get("attempts", 0)) if before.get("persisted") == persisted_batches else 0
+    deaths = _count(before, "attempts")  # any death makes a suspect, before or after a saved batch
+    witnessed = _count(before, "witnessed") if before.get("persisted") == persisted_batches else 0
     record = {"persisted": persisted_batches, "worker": worker_name()}
     try:
-        atomic_write_bytes(counter, json.dumps({**record, "attempts": deaths + 1}).encode())
+        atomic_write_bytes(counter, json.dumps({**record, "attempts": deaths + 1, "witnessed": witnessed}).encode())
     except BaseException:
         os.close(fd)
         raise
-    return Claim(root, file_id, fd, deaths, record)
+    return Claim(root, file_id, fd, deaths, record, witnessed)
+
+
+def _count(record: dict, key: str) -> int:
+    value = record.get(key, 0)
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def suspect(root: Path, file_id: str) -> bool:
+    """Whether a process died on this file (or holds it now), read without claiming it."""
+    try:
+        before = json.loads((Path(root) / "claims" / f"{file_id}.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(before, dict) and _count(before, "attempts") > 0
 
 
 def forget_counts(root: Path, file_ids: set[str] | None = None) -> None:

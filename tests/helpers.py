@@ -135,18 +135,26 @@ def start(
     *extra: str,
     args: list[str] = JOB_ARGS,
     env: dict | None = None,
+    session: bool = False,
 ) -> subprocess.Popen:
-    """`podscribe transcribe` in its own process: ``args`` (the model and piece sizes), then ``extra``."""
+    """`podscribe transcribe` in its own process: ``args`` (the model and piece sizes), then ``extra``.
+    ``session``: in a process group of its own, as a terminal's foreground job (``os.killpg`` is Ctrl-C)."""
     full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), **(env or {})}
     if trace:
         full_env["PODSCRIBE_TRACE"] = str(trace)
     cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *args, *extra, "--"]
     return subprocess.Popen(
-        [*cmd, *map(str, inputs)], cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, *map(str, inputs)],
+        cwd=REPO,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=session,
     )
 
 
-def finish(proc: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
 

@@ -47,7 +47,8 @@ def test_output_dir_and_formats_like_whisper_without_overwrites(jfk, clips, cach
     )
     assert result.returncode == 0, result.stderr
     out = tmp_path / "out"
-    assert (out / "podscribe-manifests" / "files").is_dir(), "without --out the manifests go beside the files"
+    jobs = list((out / "podscribe-manifests").iterdir())  # one job per configuration
+    assert len(jobs) == 1 and (jobs[0] / "files").is_dir(), "without --out the manifests go beside the files"
     stems = {p.stem for p in out.iterdir() if p.is_file()}
     assert "speech" in stems and len(stems) == 3, stems  # the two ep.* got distinct names
     assert "shares its name" in result.stderr
@@ -184,3 +185,55 @@ def test_no_vad_transcribes_a_voice_the_vad_does_not_hear(jfk, base_models, tmp_
     assert gated == []
     ungated = _segment_languages(base_models, clip, tmp_path / "no-vad", language="en", vad=False)
     assert "your country" in " ".join(s["text"] for s in ungated).lower()
+
+
+def test_whisper_underscore_flags_and_verbose_after_the_subcommand(jfk, cache_dir, tmp_path):
+    result = podscribe(
+        "transcribe", "--model", "tiny.en", "-q", "--output_format", "srt,txt", "--output_dir", "out",
+        "--batch_size", "2", "--compute_type", "int8", "--max_line_width", "30", "--word_timestamps",
+        "--model_dir", str(cache_dir), "-v", str(jfk), cache_dir=cache_dir, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "INFO done" in result.stderr  # -v after the subcommand
+    cues = list(srt.parse((tmp_path / "out" / "jfk.srt").read_text()))
+    assert cues and max(len(line) for c in cues for line in c.content.splitlines()) <= 30
+    assert (tmp_path / "out" / "jfk.txt").read_text().strip()
+
+
+def test_whisper_model_names_offline_and_urls_are_answered_before_anything_loads(jfk, cache_dir, tmp_path):
+    offline = {"HF_HUB_OFFLINE": "1"}
+    for name in ("small", "large-v3"):
+        result = podscribe("transcribe", "--model", name, "-o", "out", str(jfk), cache_dir=cache_dir, cwd=tmp_path,
+                           env=offline)  # fmt: skip
+        assert result.returncode == 2 and f"openai/whisper-{name}" in result.stderr, result.stderr
+        assert "Installed: tiny.en, base" in result.stderr and "Traceback" not in result.stderr
+    url = podscribe("transcribe", "--model", "https://example.com/model.bin", "-o", "out", str(jfk),
+                    cache_dir=cache_dir, cwd=tmp_path)  # fmt: skip
+    assert url.returncode == 2 and "is a URL" in url.stderr
+    url = podscribe("transcribe", "--model", "tiny.en", "-o", "out", "https://example.com/ep.mp3",
+                    cache_dir=cache_dir, cwd=tmp_path)  # fmt: skip
+    assert url.returncode == 2 and "is a URL" in url.stderr and "curl" in url.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_hub_names_and_an_unreachable_hub_never_wait_for_dns(monkeypatch):
+    import socket
+    import threading
+
+    from pipeline.models import registry
+
+    assert registry.hub_id("large") == registry.hub_id("large-v3") == "openai/whisper-large-v3"
+    assert registry.hub_id("small.en") == "openai/whisper-small.en" and registry.hub_id("base") == "base"
+    assert registry.hub_id("turbo") == "openai/whisper-large-v3-turbo"
+    never = threading.Event()
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+    def hangs(*_args, **_kwargs):  # a resolver that waits (until the test ends)
+        never.wait()
+        raise OSError("gave up")
+
+    monkeypatch.setattr(socket, "create_connection", hangs)
+    monkeypatch.setattr(registry, "_cached", lambda repo: False)
+    with pytest.raises(registry.ModelUnavailable, match="openai/whisper-medium.*cannot be reached"):
+        registry.check_name("medium")
+    never.set()

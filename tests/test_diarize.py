@@ -347,8 +347,8 @@ def test_outputs_carry_the_speakers_and_each_can_leave_them_out():
     assert "<v Speaker 2>Thanks &lt;you&gt;." in vtt
     srt = to_srt(cues)
     assert srt.count("[Speaker 1] ") == 1 and srt.count("[Speaker 2] ") == 1  # at each change only
-    assert to_txt(rows).splitlines() == ["Speaker 1: Welcome back.", "Speaker 2: Thanks <you>.", "Speaker 2: Right."]
-    assert to_tsv(rows).splitlines()[:2] == ["start\tend\tspeaker\ttext", "500\t2500\tSpeaker 1\tWelcome back."]
+    assert to_txt(rows).splitlines() == ["Speaker 1: Welcome back.", "", "Speaker 2: Thanks <you>. Right."]
+    assert to_tsv(rows).splitlines()[:2] == ["start\tend\ttext\tspeaker", "500\t2500\tWelcome back.\tSpeaker 1"]
     doc = json.loads(to_json({"path": "x", "file_id": "f", "duration_s": 7.0, "language": "en"}, rows, cues, timed))
     assert doc["speakers"] == ["Speaker 1", "Speaker 2"]
     assert [s["speaker"] for s in doc["segments"]] == ["Speaker 1", "Speaker 2", "Speaker 2"]

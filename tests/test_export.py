@@ -246,7 +246,7 @@ def test_export_command_writes_one_file_per_input(long_form_job, tmp_path):
         cwd=Path(__file__).resolve().parents[1],
     )
     assert result.returncode == 0, result.stderr
-    names = sorted(p.name for p in (tmp_path / "subs").iterdir())
+    names = sorted(p.name for p in (tmp_path / "subs").iterdir() if not p.name.startswith("."))
     assert names == ["long.srt", "long.txt"]
     lines = [ln for ln in (tmp_path / "subs" / "long.srt").read_text().splitlines() if ln and not ln[0].isdigit()]
     assert max(len(ln) for ln in lines if " " in ln) <= 32

@@ -191,3 +191,20 @@ def test_the_example_job_file_documents_every_key():
     text = (REPO / "jobs" / "example.toml").read_text()
     assert all(f"{key} =" in text for key in jobfile.KEYS)
     assert jobfile.load(REPO / "jobs" / "example.toml")["name"] == "example"
+
+
+def test_files_done_by_the_workers_of_a_launch_are_not_already_done(tiny_en_models, clips, tmp_path):
+    """--workers N: a worker that plans after its siblings finished files counts them as theirs, not as done
+    before the launch ("already done: 4" on a fresh job)."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+
+    from pipeline.runner import JobOptions, run
+
+    jfk = next(c.path for c in clips if c.path.name == "jfk.flac")
+    launched = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    options = JobOptions(out_dir=tmp_path / "job", progress=False)
+    assert run([str(jfk)], options, models=tiny_en_models).done == 1  # a sibling worker of this launch
+    late = run([str(jfk)], replace(options, launched_at=launched), models=tiny_en_models)
+    assert (late.already_done, late.by_others) == (0, 1)
+    assert run([str(jfk)], options, models=tiny_en_models).already_done == 1  # a later run: done before it

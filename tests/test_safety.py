@@ -91,7 +91,7 @@ def test_identical_copies_keep_every_path_and_each_gets_its_subtitles(speech, ti
     assert (summary.done, summary.copies) == (2, 1)
     rows = files_rows(out)
     assert sorted(len(r["paths"]) for r in rows.values()) == [1, 2]
-    subtitles = sorted(p.name for p in (out / "subtitles").iterdir())
+    subtitles = sorted(p.name for p in (out / "subtitles").iterdir() if not p.name.startswith("."))
     assert len(subtitles) == 3 and "other.srt" in subtitles, subtitles
     ep = [p for p in (out / "subtitles").iterdir() if p.name.startswith("ep-")]
     assert len(ep) == 2 and ep[0].read_text() == ep[1].read_text() != ""
@@ -278,14 +278,18 @@ def test_a_damaged_checkpoint_is_dropped_and_its_pieces_decoded_again(speech, ti
         )
 
 
-@pytest.mark.parametrize("damage", ["garbage", "not an object", "deleted"])
+WRONG_TYPES = {"config": {"models": "tiny.en", "decode": 3}, "inputs": 5, "config_hash": 7}
+
+
+@pytest.mark.parametrize("damage", ["garbage", "not an object", "wrong types", "deleted"])
 def test_a_lost_job_json_is_rebuilt_when_the_results_match_and_refused_when_not(damage, finished_job, cache_dir):
     out, inputs = finished_job
     job_json = out / "job.json"
     if damage == "deleted":
         job_json.unlink()
     else:
-        job_json.write_text("{ half" if damage == "garbage" else "[1, 2]")
+        damaged = {"garbage": "{ half", "not an object": "[1, 2]", "wrong types": json.dumps(WRONG_TYPES)}
+        job_json.write_text(damaged[damage])
     status = podscribe("status", str(out), cache_dir=cache_dir)
     assert status.returncode == 0 and "Traceback" not in status.stderr and "2 done" in status.stdout
     other = podscribe(

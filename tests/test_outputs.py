@@ -1,0 +1,89 @@
+"""Outputs: a worker joining a job must ask for the subtitles its workers write (or none), since the last one to
+finish writes what they agreed on; the output folder is checked before any decoding; an output that cannot be
+written for its own name fails alone, named."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from helpers import finish, lines, podscribe, start
+from pipeline import outputs, workers
+from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_USAGE, ConfigChanged
+from pipeline.export import CueRules
+
+
+def test_outputs_of_workers_join_when_one_side_asks_for_none_and_refuse_when_they_differ(tmp_path):
+    srt = outputs.spec(["srt"], tmp_path / "a", CueRules())
+    assert outputs.join(srt, None, tmp_path) == srt and outputs.join(None, srt, tmp_path) == srt
+    assert outputs.join(srt, outputs.spec(["srt"], tmp_path / "a", CueRules()), tmp_path) == srt
+    for other in (outputs.spec(["vtt"], tmp_path / "a", CueRules()), outputs.spec(["srt"], tmp_path / "b", CueRules())):
+        try:
+            outputs.join(srt, other, tmp_path)
+        except ConfigChanged as exc:
+            assert "same options" in str(exc)
+        else:
+            raise AssertionError(f"{other} joined {srt}")
+
+
+def test_a_joining_worker_with_other_subtitles_is_refused_and_the_first_ones_stay(small_archive, cache_dir, tmp_path):
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    first = start(out, small_archive, cache_dir, trace, "--subtitles", "srt", "-o", str(tmp_path / "srt"))
+    while not any(x.startswith("decoded") for x in lines(trace)):
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.05)
+    assert workers.live_workers(out)
+    code, stdout, stderr = finish(
+        start(out, small_archive, cache_dir, None, "--subtitles", "vtt", "-o", str(tmp_path / "vtt"))
+    )
+    assert code == EXIT_CONFIG_CHANGED and "--subtitles" in stderr and "-o/--output-dir" in stderr, stdout + stderr
+    recorded = json.loads((out / "job.json").read_text())["outputs"]
+    assert recorded["subtitles"] == ["srt"] and recorded["output_dir"] == str(tmp_path / "srt")
+    first.send_signal(signal.SIGTERM)
+    first.wait()
+
+
+def test_a_read_only_output_folder_is_found_before_any_decoding(clips, cache_dir, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        jfk = next(c.path for c in clips if c.path.name == "jfk.flac")
+        trace = tmp_path / "trace.txt"
+        out = tmp_path / "job"
+        args = ["--model", "tiny.en", "-q", "--subtitles", "srt", "-o", str(ro), str(jfk)]
+        result = podscribe(
+            "transcribe", "--out", str(out), *args, cache_dir=cache_dir, env={"PODSCRIBE_TRACE": str(trace)}
+        )
+        assert result.returncode == EXIT_USAGE and "subtitles cannot be written into" in result.stderr, result.stderr
+        assert not lines(trace), "it decoded before finding out"
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], capture_output=True)
+
+
+def test_an_output_that_cannot_be_written_for_its_name_fails_alone_and_is_named(clips, cache_dir, tmp_path):
+    inputs = sorted((c.path for c in clips if c.language == "en" and c.duration_s < 4), key=lambda p: p.name)[:2]
+    subs = tmp_path / "subs"
+    (subs / f"{inputs[0].stem}.srt").mkdir(parents=True)  # a folder with the output's name
+    result = podscribe(
+        "transcribe",
+        "--out",
+        str(tmp_path / "job"),
+        "--model",
+        "tiny.en",
+        "-q",
+        "--subtitles",
+        "srt",
+        "-o",
+        str(subs),
+        *map(str, inputs),
+        cache_dir=cache_dir,
+    )
+    assert result.returncode == 0 and "done: 2, failed: 0" in result.stdout, result.stdout + result.stderr
+    assert f"{inputs[0].stem}.srt cannot be written" in result.stderr, result.stderr
+    assert (subs / f"{inputs[1].stem}.srt").is_file(), "the other input's subtitles were not written"

@@ -1,0 +1,86 @@
+"""One validation for every source of a value (command line, job file), before anything is written; a prompt
+longer than Whisper's limit is trimmed with a warning, never a failed file."""
+
+from __future__ import annotations
+
+import pyarrow.dataset as ds
+
+from helpers import podscribe
+from pipeline.errors import EXIT_USAGE
+from pipeline.validate import problems
+
+
+def test_values_out_of_range_are_named_whatever_their_source():
+    assert problems({"vad_threshold": 0.5, "min_piece": 15.0, "max_piece": 30.0, "max_cps": 17.0}) == []
+    for key, value in (
+        ("vad_threshold", float("nan")),
+        ("vad_threshold", 2.0),
+        ("min_piece", 0.01),
+        ("max_attempts", 0),
+        ("max_cps", 0.0),
+        ("max_cps", float("inf")),
+        ("batch_size", 0),
+    ):
+        found = problems({key: value})
+        assert len(found) == 1 and key in found[0] and "--" + key.replace("_", "-") in found[0], (key, found)
+    assert problems({"min_piece": 20.0, "max_piece": 10.0}), "min above max"
+
+
+def test_refused_values_from_the_command_line_or_a_job_file_exit_2_and_create_no_job(clips, cache_dir, tmp_path):
+    jfk = next(c.path for c in clips if c.path.name == "jfk.flac")
+    out = tmp_path / "job"
+
+    def job_file(line: str):
+        path = tmp_path / "job.toml"
+        path.write_text(f'inputs = ["{jfk}"]\nout = "{out}"\nmodel = "tiny.en"\n{line}\n')
+        return ["run", str(path), "-q"]
+
+    flags = ["transcribe", "--model", "tiny.en", "-q", "--out", str(out)]
+    cases = {
+        "--vad-threshold nan": [*flags, "--vad-threshold", "nan", str(jfk)],
+        "--min-piece 0.01": [*flags, "--min-piece", "0.01", str(jfk)],
+        "--max-cps 0": [*flags, "--max-cps", "0", "--subtitles", "srt", str(jfk)],
+        "job file vad_threshold = 2.0": job_file("vad_threshold = 2.0"),
+        "job file max_attempts = 0": job_file("max_attempts = 0"),
+        "job file max_cps = 0": job_file('max_cps = 0\nsubtitles = ["srt"]'),
+        "an English-only model with --language nl": [*flags, "--language", "nl", str(jfk)],
+    }
+    for name, args in cases.items():
+        result = podscribe(*args, cache_dir=cache_dir, timeout=300)
+        assert result.returncode == EXIT_USAGE, (name, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr, (name, result.stderr)
+        assert not (out / "job.json").exists() and not out.exists(), f"{name}: a job was created"
+
+
+def test_a_prompt_longer_than_whisper_keeps_is_trimmed_with_a_warning_and_the_fallback_decodes(
+    clips, cache_dir, tmp_path
+):
+    """~1,400 characters of hotwords and prompt: more than the 223 text tokens Whisper keeps before a piece. A
+    log-prob threshold of 0 sends every piece to the fallback (transformers' generate), which refused the prompt
+    plus its 224 new tokens past 448 positions: every such file failed."""
+    jfk = next(c.path for c in clips if c.path.name == "jfk.flac")
+    out = tmp_path / "job"
+    words = " ".join(f"Apollo{i} mission control" for i in range(90))
+    result = podscribe(
+        "transcribe",
+        "--model",
+        "tiny.en",
+        "-q",
+        "--out",
+        str(out),
+        "--initial-prompt",
+        words,
+        "--hotwords",
+        "Kennedy, Houston",
+        "--logprob-threshold",
+        "0",
+        "--fallback-beams",
+        "2",
+        str(jfk),
+        cache_dir=cache_dir,
+        timeout=600,
+    )
+    assert result.returncode == 0 and "done: 1, failed: 0" in result.stdout, result.stdout + result.stderr
+    assert "only 223 fit before a piece" in result.stderr, result.stderr
+    row = ds.dataset(out / "files").to_table().to_pylist()[0]
+    assert row["status"] == "done" and row["n_segments"] > 0, row

@@ -1,0 +1,181 @@
+"""Whisper mode as a whisper user works in it (`-o DIR`, no --out): rerun with another model in the same folder,
+edit a transcript, add an input; outputs written as each file is done; files that are podscribe's own only
+ever replaced, never a person's edit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from helpers import REPO, finish, lines, podscribe, wait_for_progress
+from pipeline.export import FORMATS
+from pipeline.outputs import OutputDir
+
+
+@pytest.fixture(scope="module")
+def three(clips, tmp_path_factory) -> list[Path]:
+    """jfk.flac, a 5 s clip, a 9.7 s clip, copied into a fresh folder."""
+    folder = tmp_path_factory.mktemp("inputs")
+    by_name = {c.path.name: c.path for c in clips}
+    out = []
+    for name in ("jfk.flac", "stereo_diarization_left.wav", "LJ001-0001.wav"):
+        shutil.copy(by_name[name], folder / name)
+        out.append(folder / name)
+    return out
+
+
+def _outputs(folder: Path, stem: str) -> dict[str, str]:
+    return {fmt: (folder / f"{stem}.{fmt}").read_text() for fmt in FORMATS}
+
+
+def _job_text(job: Path, path: Path) -> str:
+    rows = ds.dataset(job / "segments").to_table().to_pylist()
+    return "".join(r["text"].strip() + "\n" for r in sorted(rows, key=lambda r: r["segment"]) if r["path"] == str(path))
+
+
+def test_another_model_in_the_same_folder_keeps_every_edit_and_writes_only_what_was_named(three, cache_dir, tmp_path):
+    jfk, left, lj = three
+    out = tmp_path / "out"
+
+    first = podscribe("transcribe", "--model", "tiny.en", "-q", "-f", "all", "-o", str(out), str(jfk), str(left),
+                      cache_dir=cache_dir, cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    tiny_left = _outputs(out, "stereo_diarization_left")
+    edited = "And so, my fellow Americans: ask not.\n(edited by hand)\n"
+    (out / "jfk.txt").write_text(edited)
+
+    # another model, the edited input and a third one: another job in the same folder, no exit 4
+    second = podscribe("transcribe", "--model", "base", "--language", "en", "-q", "-f", "all", "-o", str(out),
+                       str(jfk), str(lj), cache_dir=cache_dir, cwd=tmp_path)  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert (out / "jfk.txt").read_text() == edited, "a hand-edited transcript was overwritten"
+    jobs = sorted(p for p in (out / "podscribe-manifests").iterdir() if p.is_dir())
+    assert len(jobs) == 2 and {p.name.split("-")[0] for p in jobs} == {"tiny.en", "base"}, jobs
+    base_job = next(p for p in jobs if p.name.startswith("base"))
+    new_txt = out / "jfk.new.txt"
+    if _job_text(base_job, jfk) != _job_text(next(p for p in jobs if p != base_job), jfk):
+        assert new_txt.read_text() == _job_text(base_job, jfk)
+        assert "jfk.new.txt" in second.stderr and "kept" in second.stderr
+    for stem in ("jfk", "stereo_diarization_left", "LJ001-0001"):
+        assert all((out / f"{stem}.{fmt}").stat().st_size > 0 for fmt in FORMATS), stem
+    assert (out / "LJ001-0001.txt").read_text() == _job_text(base_job, lj)
+    assert _outputs(out, "stereo_diarization_left") == tiny_left, "an input not named in the command was rewritten"
+    jfk_srt = (out / "jfk.srt").read_text()  # not edited: replaced by the newer model's
+
+    # the first configuration again, with only the third input: the first job grows; nothing else is written
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.is_file()}
+    third = podscribe("transcribe", "--model", "tiny.en", "-q", "-f", "all", "-o", str(out), str(lj),
+                      cache_dir=cache_dir, cwd=tmp_path)  # fmt: skip
+    assert third.returncode == 0, third.stderr
+    assert "done: 1" in third.stdout
+    after = {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.is_file()}
+    changed = {name for name in after if after[name] != before.get(name)}
+    assert changed and all(name.startswith("LJ001-0001.") for name in changed), changed
+    assert (out / "jfk.srt").read_text() == jfk_srt and (out / "jfk.txt").read_text() == edited
+
+
+def test_output_ownership_rule(tmp_path):
+    folder = OutputDir(tmp_path)
+    assert folder.write({"a.txt": b"one\n"}).kept == []
+    assert folder.write({"a.txt": b"two\n"}).kept == [] and (tmp_path / "a.txt").read_bytes() == b"two\n"
+    (tmp_path / "a.txt").write_text("mine\n")
+    assert folder.write({"a.txt": b"two\n"}).kept == [(tmp_path / "a.txt", None)]  # nothing new: no .new file
+    assert not (tmp_path / "a.new.txt").exists()
+    written = folder.write({"a.txt": b"three\n"})
+    assert written.kept == [(tmp_path / "a.txt", tmp_path / "a.new.txt")]
+    assert (tmp_path / "a.txt").read_text() == "mine\n" and (tmp_path / "a.new.txt").read_text() == "three\n"
+    (tmp_path / "a.new.txt").write_text("mine too\n")
+    folder.write({"a.txt": b"four\n"})
+    assert (tmp_path / "a.new.txt").read_text() == "mine too\n" and (tmp_path / "a.new-2.txt").read_text() == "four\n"
+    (tmp_path / "b.srt").write_text("not podscribe's\n")  # another tool's file of the same name
+    folder.write({"b.srt": b"1\n"})
+    assert (tmp_path / "b.srt").read_text() == "not podscribe's\n" and (tmp_path / "b.new.srt").read_text() == "1\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "a.new-2.txt",
+        "a.new.txt",
+        "a.txt",
+        "b.new.srt",
+        "b.srt",
+    ]
+
+
+def test_outputs_are_written_as_each_file_is_done(three, cache_dir, tmp_path):
+    """Killed after the first file is done: that file's outputs are there, the second's are not."""
+    jfk, left, _ = three
+    trace = tmp_path / "trace"
+    out = tmp_path / "out"
+    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PODSCRIBE_TRACE": str(trace), "PYTHONPATH": str(REPO)}
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "transcribe", "--model", "tiny.en", "-q", "-f", "txt,srt",
+         "--batch-size", "1", "--out", str(tmp_path / "job"), "-o", str(out), str(jfk), str(left)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    seen = 0
+    while not any(line.startswith("written ") for line in _trace(trace)):
+        assert wait_for_progress(proc, trace, seen), "the job ended before any file's outputs were written"
+        seen = len(lines(trace))
+    os.kill(proc.pid, signal.SIGKILL)
+    finish(proc)
+    written = next(line for line in _trace(trace) if line.startswith("written "))
+    first = ds.dataset(tmp_path / "job" / "files").to_table().to_pylist()
+    done = [row for row in first if row["file_id"] == written.split()[1]]
+    assert done and done[0]["status"] == "done"
+    stem = Path(done[0]["path"]).stem
+    assert (out / f"{stem}.txt").read_text().strip() and (out / f"{stem}.srt").read_text().strip()
+    assert {p.stem for p in out.iterdir() if not p.name.startswith(".")} == {stem}, "outputs before their file was done"
+
+
+def _trace(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_dry_run_plans_writes_nothing_and_estimates_from_this_machines_recorded_rate(three, tiny_en_models, tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline import dryrun
+    from pipeline.cli import main
+    from pipeline.decode import DecodeOptions
+    from pipeline.runner import JobOptions, run
+
+    jfk, left, _ = three
+    cache = tmp_path / "cache"
+    key = dryrun.rate_key("tiny.en", "auto", "auto")
+    first = dryrun.plan([str(jfk), str(left), str(tmp_path / "gone.mp3")], key, cache)
+    assert first.startswith("2 inputs, 0:00:16 of audio; 1 cannot be read") and "estimate: none yet" in first
+    options = JobOptions(
+        out_dir=tmp_path / "job", model="tiny.en", cache_dir=cache, progress=False, decode=DecodeOptions()
+    )
+    assert run([str(jfk)], options, models=tiny_en_models).done == 1
+    rate = dryrun.recorded_rate(key, cache)
+    assert rate and rate > 0
+    assert f"estimate: {__import__('pipeline.progress').progress.clock(16.0 / rate)}" in dryrun.plan(
+        [str(jfk), str(left)], key, cache
+    )
+    result = CliRunner().invoke(
+        main, ["transcribe", "--model", "tiny.en", "--cache-dir", str(cache), "--dry-run", "-o", str(tmp_path / "out"),
+               str(jfk)],
+    )  # fmt: skip
+    assert result.exit_code == 0 and "1 inputs, 0:00:11 of audio" in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_container_tags_are_kept_in_the_files_row(three, tiny_en_models, tmp_path):
+    from helpers import ffmpeg
+    from pipeline.decode import DecodeOptions
+    from pipeline.runner import JobOptions, run
+
+    tagged = tmp_path / "episode 12.mp3"
+    ffmpeg("-i", str(three[0]), "-metadata", "title=Ask not", "-metadata", "artist=JFK Archive",
+           "-metadata", "date=1961-01-20", str(tagged))  # fmt: skip
+    options = JobOptions(out_dir=tmp_path / "job", progress=False, decode=DecodeOptions(language="en"))
+    assert run([str(tagged)], options, models=tiny_en_models).done == 1
+    (row,) = ds.dataset(tmp_path / "job" / "files").to_table().to_pylist()
+    assert (row["title"], row["artist"], row["date"]) == ("Ask not", "JFK Archive", "1961-01-20")
