@@ -62,6 +62,12 @@ def english_human(clips: list[Clip]) -> list[Clip]:
     return [c for c in clips if c.language == "en" and c.ref_type == "human"]
 
 
+def english_clips(speech: Path = SPEECH, count: int = 0) -> list[Clip]:
+    """The English human-referenced clips of ``speech``, the first ``count`` of them when given."""
+    found = english_human(speech_clips(speech))
+    return found[:count] if count > 0 else found
+
+
 # -- ffmpeg ---------------------------------------------------------------------------------------------------
 
 

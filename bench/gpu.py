@@ -2,7 +2,7 @@
 whether half precision keeps speculative output identical to the main model alone.
 
     bash bench/gpu.sh                      # on a CUDA machine: under 8 minutes on one H200
-    .venv/bin/python bench/gpu.py --tiny   # anywhere: the same steps on tiny shapes (a smoke test)
+    .venv/bin/python -m bench.gpu --tiny   # anywhere: the same steps on tiny shapes (a smoke test)
 
 No downloads and no audio stage: models with large-v3's shapes (the main model) and distil-large-v3's
 decoder (a 2-layer decoder-only draft reading the main encoder's output, as podscribe runs
@@ -22,7 +22,7 @@ projection to the vocabulary is scaled up so that random logits are as decided a
    the half-precision model's at batch 1/4/8 (its weights are dequantized per call: does it cost time?).
 
 Random weights say nothing about accuracy, and their agreement with a noisy copy is not distil's: the
-acceptance rate to read section 2 with comes from CPU runs with real weights (bench/bench_speculative.py).
+acceptance rate to read section 2 with comes from CPU runs with real weights (bench.bench_speculative).
 """
 
 from __future__ import annotations
@@ -30,21 +30,18 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, WhisperConfig, WhisperForCausalLM, WhisperForConditionalGeneration
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.decode.kv_cache import KVCacheDecoder  # noqa: E402
-from pipeline.decode.rules import WhisperRules  # noqa: E402
-from pipeline.decode.speculative import DraftPolicy, greedy  # noqa: E402
-from pipeline.models.int8 import weight_only_linears  # noqa: E402
-from pipeline.models.load import decoder_only_assistant  # noqa: E402
-from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens  # noqa: E402
+from pipeline.decode.kv_cache import KVCacheDecoder
+from pipeline.decode.rules import WhisperRules
+from pipeline.decode.speculative import DraftPolicy, greedy
+from pipeline.models.int8 import weight_only_linears
+from pipeline.models.load import decoder_only_assistant
+from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens
 
 HERE = Path(__file__).resolve().parent
 LARGE_V3 = {"d_model": 1280, "layers": 32, "heads": 20, "ffn": 5120, "mels": 128}
