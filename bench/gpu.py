@@ -174,10 +174,11 @@ def gains(costs: dict) -> dict:
 
 
 NEW_TOKENS = 64  # per row: enough steps to time, short enough for the 8-minute budget
+TINY_NEW_TOKENS = 8  # --tiny proves every step runs; on a shared 2-core CPU 64 would take minutes
 
 
 @torch.inference_mode()
-def decode_all(model, main_dec, draft_dec, features, batch: int, device) -> list:
+def decode_all(model, main_dec, draft_dec, features, batch: int, device, new_tokens: int = NEW_TOKENS) -> list:
     """Greedy decoding of every row of ``features`` in batches (speculative when ``draft_dec`` is given); the
     decoders are built once by the caller and only restarted here."""
     tokens = Tokens.of(model.generation_config)
@@ -187,21 +188,21 @@ def decode_all(model, main_dec, draft_dec, features, batch: int, device) -> list
     for at in range(0, features.shape[0], batch):
         encoded = model.get_encoder()(features[at : at + batch].to(model.dtype)).last_hidden_state
         prompts = torch.tensor([prompt] * encoded.shape[0], device=device)
-        main_dec.start(encoded, len(prompt) + NEW_TOKENS + 20)
+        main_dec.start(encoded, len(prompt) + new_tokens + 20)
         if draft_dec is not None:
-            draft_dec.start(encoded, len(prompt) + NEW_TOKENS + 20)
-        out.append(greedy(main_dec, prompts, rules, len(prompt) + NEW_TOKENS, draft_dec, DraftPolicy()))
+            draft_dec.start(encoded, len(prompt) + new_tokens + 20)
+        out.append(greedy(main_dec, prompts, rules, len(prompt) + new_tokens, draft_dec, DraftPolicy()))
     return out
 
 
-def identity(main, features, device, dtype) -> dict:
+def identity(main, features, device, dtype, new_tokens: int = NEW_TOKENS) -> dict:
     """Rows where greedy with a mostly-agreeing draft differs from greedy alone, per batch size."""
     model = main.to(dtype)
     main_dec, draft_dec = KVCacheDecoder(model), KVCacheDecoder(noisy_copy(model, scale=0.02, seed=1), exact=False)
     out = {}
     for b in (1, 4, 8):
-        plain = decode_all(model, main_dec, None, features, b, device)
-        spec = decode_all(model, main_dec, draft_dec, features, b, device)
+        plain = decode_all(model, main_dec, None, features, b, device, new_tokens)
+        spec = decode_all(model, main_dec, draft_dec, features, b, device, new_tokens)
         plain_rows = [row for d in plain for row in d.tokens]
         spec_rows = [row for d in spec for row in d.tokens]
         drafted = sum(s.drafted for d in spec for s in d.stats)
@@ -211,13 +212,17 @@ def identity(main, features, device, dtype) -> dict:
     return out
 
 
-def throughput(main, draft, features, device) -> dict:
+def throughput(main, draft, features, device, new_tokens: int = NEW_TOKENS) -> dict:
     main_dec, draft_dec = KVCacheDecoder(main), KVCacheDecoder(draft, exact=False)
     out = {}
     for b in (1, 4, 8):
         for label, drafting in (("plain", None), ("speculative", draft_dec)):
             start = time.perf_counter()
-            made = sum(len(row) for d in decode_all(main, main_dec, drafting, features, b, device) for row in d.tokens)
+            made = sum(
+                len(row)
+                for d in decode_all(main, main_dec, drafting, features, b, device, new_tokens)
+                for row in d.tokens
+            )
             sync(device)
             wall = time.perf_counter() - start
             out.setdefault(b, {})[label] = {"wall_s": round(wall, 3), "tokens_per_s": round(made / wall, 1)}
@@ -235,7 +240,8 @@ def main() -> None:
     shape = TINY if args.tiny else LARGE_V3
     half = torch.float16 if device.type == "cuda" else torch.bfloat16
     pieces = 8 if args.tiny else max(8, args.pieces)
-    report: dict = {"device": str(device), "shape": shape, "dtype": str(half)}
+    new_tokens = TINY_NEW_TOKENS if args.tiny else NEW_TOKENS
+    report: dict = {"device": str(device), "shape": shape, "dtype": str(half), "new_tokens_per_row": new_tokens}
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(device)
     t0 = time.perf_counter()
@@ -245,13 +251,13 @@ def main() -> None:
     report["step_costs"] = step_costs(main_model, draft, features[:8], device)
     report["speculation_gain"] = gains(report["step_costs"])
     print(json.dumps({"step_costs": report["step_costs"], "speculation_gain": report["speculation_gain"]}, indent=1))
-    report["throughput"] = throughput(main_model, draft, features, device)
+    report["throughput"] = throughput(main_model, draft, features, device, new_tokens)
     print(json.dumps({"throughput": report["throughput"]}, indent=1), flush=True)
     report["int8_float16"] = int8_costs(main_model, features[:8], device, half)
     print(json.dumps({"int8_float16": report["int8_float16"]}, indent=1), flush=True)
     report["identity"] = {}
     for dtype in (half, torch.bfloat16 if half == torch.float16 else torch.float32):
-        report["identity"][str(dtype)] = identity(main_model, features[:16].float(), device, dtype)
+        report["identity"][str(dtype)] = identity(main_model, features[:16].float(), device, dtype, new_tokens)
         print(json.dumps({str(dtype): report["identity"][str(dtype)]}), flush=True)
     report["wall_s"] = round(time.perf_counter() - t0, 1)
     print(f"done in {report['wall_s']} s", flush=True)
