@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import common
 from bench.common import LONGFORM, REPO, SPEECH, english_clips, load_scorer
 from pipeline import audio
 
@@ -471,37 +472,11 @@ def speaker_notes(spec: Spec) -> dict:
 
 
 def encode(master: np.ndarray, path: Path, enc: dict) -> None:
-    subprocess.run(
-        [
-            "ffmpeg",
-            "-nostdin",
-            "-v",
-            "error",
-            "-y",
-            "-f",
-            "f32le",
-            "-ar",
-            str(SR),
-            "-ac",
-            "1",
-            "-i",
-            "pipe:",
-            "-map_metadata",
-            "-1",
-            "-fflags",
-            "+bitexact",
-            "-c:a",
-            enc["codec"],
-            "-b:a",
-            enc["bitrate"],
-            "-ar",
-            str(enc["ar"]),
-            "-ac",
-            str(enc["ac"]),
-            str(path),
-        ],
-        input=master.astype(np.float32).tobytes(),
-        check=True,
+    common.encode(
+        path,
+        master,
+        *("-map_metadata", "-1", "-fflags", "+bitexact", "-c:a", enc["codec"], "-b:a", enc["bitrate"]),
+        *("-ar", str(enc["ar"]), "-ac", str(enc["ac"])),
     )
 
 
