@@ -1,8 +1,8 @@
 """What beam search would buy: podscribe with every piece decoded by beam search (the main model alone, as its
 fallback decodes failing pieces) beside faster-whisper at its own defaults (beam 5, temperature fallback), on
-the long-form set, scored as bench_longform.py scores.
+the long-form set, scored as bench.bench_longform scores.
 
-    .venv/bin/python bench/bench_beam_ceiling.py [--longform ../shared/longform] [--beams 5] [--skip-fw]
+    .venv/bin/python -m bench.bench_beam_ceiling [--longform ../shared/longform] [--beams 5] [--skip-fw]
 
 A measurement, not a mode: podscribe decodes greedily so that speculative decoding gives the main model's
 tokens exactly (README). This asks how much of the long-form WER is the greedy search and how much is the
@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import bench_longform as bl  # noqa: E402
-
-from pipeline.decode import transcriber  # noqa: E402
-from pipeline.models import registry  # noqa: E402
+from bench import bench_longform as bl
+from bench.common import LONGFORM, discover_episodes, episode_files, load_scorer, score
+from pipeline.decode import transcriber
+from pipeline.models import registry
 
 
 def beams_everywhere(beams: int):
@@ -45,9 +41,7 @@ def beams_everywhere(beams: int):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--longform", type=Path, default=Path(os.environ.get("PODSCRIBE_LONGFORM_DIR", "../shared/longform"))
-    )
+    parser.add_argument("--longform", type=Path, default=LONGFORM)
     parser.add_argument("--beams", type=int, default=5)
     parser.add_argument("--skip-fw", action="store_true")
     args = parser.parse_args()
@@ -56,8 +50,8 @@ def main() -> None:
 
     transformers.logging.set_verbosity_error()
     longform = args.longform.resolve()
-    scorer = bl.load_scorer(longform)
-    files = bl.episode_files(longform, bl.discover_episodes(longform))
+    scorer = load_scorer(longform)
+    files = episode_files(longform, discover_episodes(longform))
     tmp = Path(tempfile.mkdtemp(prefix="podscribe-beams-"))
     results = {}
     greedy = transcriber.Transcriber._generate
@@ -78,7 +72,7 @@ def main() -> None:
         results["fw int8 beam 5 + fallback"] = bl.run_faster_whisper(model, files, temperatures, None, beam_size=5)
     rows = []
     for label, result in results.items():
-        rows += bl.table_rows(label, bl.score(scorer, longform, result), result)
+        rows += bl.table_rows(label, score(scorer, longform, result), result)
     bl.print_table(rows)
 
 

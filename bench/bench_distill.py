@@ -1,7 +1,7 @@
 """A distilled draft for `base`, measured in one run: train it, then decode held-out long-form pieces with
 `base` alone, `base` + `self-int8` and `base` + the trained draft, side by side.
 
-    .venv/bin/python bench/bench_distill.py --train DIR_OR_FILE... --work /tmp/distill [--steps 300]
+    .venv/bin/python -m bench.bench_distill --train DIR_OR_FILE... --work /tmp/distill [--steps 300]
         [--draft DIR] [--longform ../shared/longform] [--pieces 24] [--sizes 1 2 4 8]
 
 Training (`podscribe distill`'s own code, in process): on the audio given with --train (never the
@@ -18,27 +18,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline import audio  # noqa: E402
-from pipeline.decode.generate import Generator, encode, log_mel  # noqa: E402
-from pipeline.decode.kv_cache import KVCacheDecoder  # noqa: E402
-from pipeline.decode.options import DecodeOptions  # noqa: E402
-from pipeline.decode.transcriber import Transcriber  # noqa: E402
-from pipeline.distill.evaluate import step_cost_ratio  # noqa: E402
-from pipeline.distill.options import DistillOptions  # noqa: E402
-from pipeline.distill.train import distill  # noqa: E402
-from pipeline.models.int8 import quantize_linears  # noqa: E402
-from pipeline.models.load import Models, load_assistant, load_models, quantized_self_draft  # noqa: E402
-from pipeline.runtime import pick_runtime  # noqa: E402
-
-LONGFORM = Path(__file__).resolve().parents[2] / "shared" / "longform"
+from bench.common import LONGFORM
+from pipeline import audio
+from pipeline.decode.generate import Generator, encode, log_mel
+from pipeline.decode.kv_cache import KVCacheDecoder
+from pipeline.decode.options import DecodeOptions
+from pipeline.decode.transcriber import Transcriber
+from pipeline.distill.evaluate import step_cost_ratio
+from pipeline.distill.options import DistillOptions
+from pipeline.distill.train import distill
+from pipeline.models.int8 import quantize_linears
+from pipeline.models.load import Models, load_assistant, load_models, quantized_self_draft
+from pipeline.runtime import pick_runtime
 
 
 def eval_pieces(longform: Path, n: int, transcriber: Transcriber) -> list:

@@ -1,6 +1,6 @@
 """Token identity of speculative vs plain decoding in bf16 (and fp32) on CPU, measured in one run.
 
-    nice .venv/bin/python bench/bench_dtype_identity.py [--speech ../shared/speech] [--clips N] [--head all|flipped|none]
+    nice .venv/bin/python -m bench.bench_dtype_identity [--speech ../shared/speech] [--clips N] [--head all|flipped|none]
 
 In fp32 the speculative loop commits exactly the main model's greedy tokens (the tests check it).
 In half precision that is no longer guaranteed: the verify pass scores k+1 positions per row in
@@ -39,7 +39,6 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -49,18 +48,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bench_transcribe import english_clips  # noqa: E402
-
-from pipeline import audio  # noqa: E402
-from pipeline.decode.generate import Generator  # noqa: E402
-from pipeline.decode.kv_cache import KVCacheDecoder  # noqa: E402
-from pipeline.decode.rules import RuleState  # noqa: E402
-from pipeline.metrics import english_normalizer, wer  # noqa: E402
-from pipeline.models.load import Models, load_models, quantized_self_draft  # noqa: E402
-from pipeline.runtime import pick_runtime  # noqa: E402
+from bench.common import REPO, SPEECH, english_clips
+from pipeline import audio
+from pipeline.decode.generate import Generator
+from pipeline.decode.kv_cache import KVCacheDecoder
+from pipeline.decode.rules import RuleState
+from pipeline.metrics import english_normalizer, wer
+from pipeline.models.load import Models, load_models, quantized_self_draft
+from pipeline.runtime import pick_runtime
 
 
 @dataclass
@@ -294,7 +289,7 @@ def probe(setup: Setup, batch: list[int], plain: Run, width: int = 5) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", "../shared/speech")))
+    parser.add_argument("--speech", type=Path, default=SPEECH)
     parser.add_argument("--clips", type=int, default=0, help="clips spread over the list (0: all)")
     parser.add_argument("--model", default="base")
     parser.add_argument("--batch-size", type=int, default=4)
@@ -309,12 +304,12 @@ def main() -> None:
     transformers.utils.logging.disable_progress_bar()
     t_start = time.perf_counter()
 
-    every = english_clips(args.speech, False)
+    every = english_clips(args.speech)
     n = len(every) if args.clips <= 0 else min(args.clips, len(every))
     clips = [every[round(i * len(every) / n)] for i in range(n)]
-    names = [str(p.relative_to(args.speech)) for p, _, _ in clips]
-    refs = [t for _, t, _ in clips]
-    pieces = [audio.decode(p) for p, _, _ in clips]
+    names = [str(c.path.relative_to(args.speech)) for c in clips]
+    refs = [c.text for c in clips]
+    pieces = [audio.decode(c.path) for c in clips]
     size = args.batch_size
     batches = list(range(0, n, size))
     cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()

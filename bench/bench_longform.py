@@ -1,12 +1,12 @@
 """Long-form accuracy and speed: podscribe vs faster-whisper on the same `base` weights, scored in one run.
 
-    .venv/bin/python bench/bench_longform.py [--episodes dev01_garden,dev03_jazz] [--skip-fw] [--first-pass]
+    .venv/bin/python -m bench.bench_longform [--episodes dev01_garden,dev03_jazz] [--skip-fw] [--first-pass]
                                              [--compute-types float32,int8]
                                              [--out results.json] [--job-dir DIR] [--longform ../shared/longform]
 
 Episodes: every <name>.ref.json in the long-form folder, or those named in --episodes. The folder is
 ../shared/longform by default (three synthetic podcast episodes with sample-accurate references; override
-with --longform or $PODSCRIBE_LONGFORM_DIR, e.g. with a held-out set from bench/make_speech_episodes.py),
+with --longform or $PODSCRIBE_LONGFORM_DIR, e.g. with a held-out set from bench.make_speech_episodes),
 scored with its own score.py (WER, S/D/I, sentences without a hypothesis, words in music/silence,
 start-time error, border duplicates).
 
@@ -29,7 +29,6 @@ Numbers depend on the machine; compare configurations from the same run.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -39,35 +38,10 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.models import registry  # noqa: E402
+from bench.common import LONGFORM, discover_episodes, episode_files, load_scorer, score
+from pipeline.models import registry
 
 FW_DEFAULT_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
-
-
-def load_scorer(longform: Path):
-    """The development set's own score.py, imported as a module."""
-    spec = importlib.util.spec_from_file_location("longform_score", longform / "score.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def discover_episodes(longform: Path) -> list[str]:
-    """The default episode list: the name of every <name>.ref.json in the folder, sorted."""
-    return sorted(p.name[: -len(".ref.json")] for p in longform.glob("*.ref.json"))
-
-
-def episode_files(longform: Path, names: list[str]) -> dict[str, Path]:
-    refs = {json.loads(p.read_text())["audio"]: p for p in sorted(longform.glob("*.ref.json"))}
-    out = {}
-    for name in names:
-        audio = next((a for a in refs if a.split(".", 1)[0] == name), None)
-        if audio is None:
-            sys.exit(f"unknown episode {name!r}; have {sorted(a.split('.', 1)[0] for a in refs)}")
-        out[name] = longform / audio
-    return out
 
 
 # -- podscribe -----------------------------------------------------------------------
@@ -169,24 +143,7 @@ def run_faster_whisper(model, files: dict[str, Path], temperature, language: str
     return out
 
 
-# -- scoring and table ---------------------------------------------------------------
-
-
-def score(scorer, longform: Path, result: dict) -> dict:
-    refs = scorer.load_refs(longform)
-    per, details = {}, {}
-    for name, ep in result["episodes"].items():
-        audio = next(a for a in refs if a.split(".", 1)[0] == name)
-        rows = [dict(r, file=r["audio"], row=i) for i, r in enumerate(ep["rows"])]
-        e = scorer.score_episode(refs[audio], rows)
-        details[name] = e.pop("_details")
-        per[audio] = e
-    overall = scorer.summarize(per)
-    for e in per.values():
-        e.pop("_sub", None)
-        e["timestamps"].pop("_start_errors", None)
-        e["timestamps"].pop("_end_errors", None)
-    return {"overall": overall, "episodes": {a.split(".", 1)[0]: e for a, e in per.items()}, "details": details}
+# -- the table ----------------------------------------------------------------------
 
 
 def _f(x, fmt: str) -> str:
@@ -254,9 +211,7 @@ def print_table(all_rows: list[list[str]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--longform", type=Path, default=Path(os.environ.get("PODSCRIBE_LONGFORM_DIR", "../shared/longform"))
-    )
+    parser.add_argument("--longform", type=Path, default=LONGFORM)
     parser.add_argument(
         "--episodes", default=None, help="comma-separated episode names (default: every <name>.ref.json in --longform)"
     )

@@ -1,6 +1,6 @@
 """Peak memory of a job on a short and on a long file: an hour-long episode must not need more than a 3-minute one.
 
-    .venv/bin/python bench/bench_memory.py [--speech ../shared/speech] [--minutes 3,60] [--compute-type auto]
+    .venv/bin/python -m bench.bench_memory [--speech ../shared/speech] [--minutes 3,60] [--compute-type auto]
 
 Builds mp3 files of the given lengths from the human-referenced English clips (looped, with pauses),
 runs `podscribe transcribe --model base` on each in its own process (the CLI a user runs, default
@@ -12,8 +12,6 @@ be within a few percent of each other (issue 13 asks for 10%).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,28 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline import audio  # noqa: E402
+from bench.common import REPO, SPEECH, encode, english_clips, join_clips
 
 
 def build(speech: Path, minutes: float, path: Path) -> None:
-    rows = [json.loads(line) for line in (speech / "references.jsonl").read_text().splitlines()]
-    clips = [audio.decode(speech / r["audio"]) for r in rows if r["language"] == "en" and r["ref_type"] == "human"]
-    rng = np.random.default_rng(3)
-    need, parts, have = int(minutes * 60 * audio.SAMPLE_RATE), [], 0
-    while have < need:
-        for clip in clips:
-            pause = np.zeros(int(rng.uniform(0.3, 2.5) * audio.SAMPLE_RATE), np.float32)
-            parts += [clip, pause]
-            have += len(clip) + len(pause)
-            if have >= need:
-                break
-    samples = np.concatenate(parts)[:need]
-    ffmpeg = ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", "16000", "-ac", "1", "-i", "pipe:"]
-    subprocess.run([*ffmpeg, "-b:a", "64k", str(path)], input=samples.tobytes(), check=True)
+    """The clips looped, with pauses of 0.3-2.5 s, cut at ``minutes``, as a 64 kb/s mp3."""
+    joined = join_clips(english_clips(speech), minutes * 60, seed=3, pause_s=(0.3, 2.5), loop=True)
+    encode(path, joined.samples, "-b:a", "64k")
 
 
 # Run the CLI in a fresh wrapper process: RUSAGE_CHILDREN is a maximum over all children ever waited for,
@@ -55,7 +38,7 @@ WRAP = (
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", "../shared/speech")))
+    parser.add_argument("--speech", type=Path, default=SPEECH)
     parser.add_argument("--minutes", default="3,60")
     parser.add_argument("--compute-type", default="auto")
     args = parser.parse_args()
@@ -69,7 +52,7 @@ def main() -> None:
             command += ["--compute-type", args.compute_type, "--out", str(folder / f"job-{minutes:g}"), str(path)]
             start = time.perf_counter()
             wrapped = [sys.executable, "-c", WRAP, *command]
-            out = subprocess.run(wrapped, check=True, cwd=Path(__file__).resolve().parents[1], capture_output=True)
+            out = subprocess.run(wrapped, check=True, cwd=REPO, capture_output=True)
             wall = time.perf_counter() - start
             peak_mb = int(out.stdout.decode().split()[-1]) / 1024  # kilobytes on Linux
             results.append((minutes, peak_mb, wall))

@@ -1,6 +1,6 @@
 """Cost of persisting every decoded batch (resume inside a file): a job with checkpoints on vs off.
 
-    .venv/bin/python bench/bench_persistence.py [--speech ../shared/speech] [--model base] [--rounds 2]
+    .venv/bin/python -m bench.bench_persistence [--speech ../shared/speech] [--model base] [--rounds 2]
 
 Runs the same job (the human-referenced English clips, or --long for one long
 file built from them) alternately with piece checkpoints on and off, in one
@@ -10,26 +10,22 @@ process with the model loaded once, and prints the wall times and the overhead.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.decode import DecodeOptions  # noqa: E402
-from pipeline.models.load import load_models  # noqa: E402
-from pipeline.runner import JobOptions, run  # noqa: E402
-from pipeline.runtime import pick_runtime  # noqa: E402
+from bench.common import SPEECH, english_clips
+from pipeline.decode import DecodeOptions
+from pipeline.models.load import load_models
+from pipeline.runner import JobOptions, run
+from pipeline.runtime import pick_runtime
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", "../shared/speech")))
+    parser.add_argument("--speech", type=Path, default=SPEECH)
     parser.add_argument("--model", default="base")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
@@ -37,8 +33,7 @@ def main() -> None:
     import transformers
 
     transformers.logging.set_verbosity_error()
-    rows = [json.loads(line) for line in (args.speech / "references.jsonl").read_text().splitlines()]
-    inputs = [str(args.speech / r["audio"]) for r in rows if r["language"] == "en" and r["ref_type"] == "human"]
+    inputs = [str(c.path) for c in english_clips(args.speech)]
     inputs.append(str(args.speech / "long_gb0" / "gb0.wav"))  # one long file: many checkpoints inside it
     models = load_models(args.model, "none", pick_runtime("cpu"))
     folder = Path(tempfile.mkdtemp(prefix="podscribe-persist-"))

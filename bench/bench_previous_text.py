@@ -1,6 +1,6 @@
 """What Whisper's condition-on-previous-text would buy podscribe, measured before building it (issue 9).
 
-    .venv/bin/python bench/bench_previous_text.py [--longform ../shared/longform] [--episodes ...] [--out r.json]
+    .venv/bin/python -m bench.bench_previous_text [--longform ../shared/longform] [--episodes ...] [--out r.json]
 
 podscribe decodes a file's pieces in batches, each piece with only its own audio: no "previous text"
 prompt. openai-whisper (and faster-whisper by default) give every 30 s window the text before it
@@ -25,15 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_longform import discover_episodes, episode_files, load_scorer, print_table, score, table_rows  # noqa: E402
+from bench.bench_longform import print_table, table_rows
+from bench.common import LONGFORM, discover_episodes, episode_files, load_scorer, score
 
 
 def transcribe(transcriber, pieces, previous_text: bool) -> list:
@@ -60,9 +57,7 @@ def transcribe(transcriber, pieces, previous_text: bool) -> list:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--longform", type=Path, default=Path(os.environ.get("PODSCRIBE_LONGFORM_DIR", "../shared/longform"))
-    )
+    parser.add_argument("--longform", type=Path, default=LONGFORM)
     parser.add_argument("--episodes", default=None, help="comma-separated episode names (default: all)")
     parser.add_argument("--compute-type", default="auto")
     parser.add_argument("--out", type=Path, help="write the scores and hypotheses as JSON")

@@ -1,6 +1,6 @@
 """Speculative decoding, measured in one run: transformers' generate vs podscribe's own loop.
 
-    .venv/bin/python bench/bench_speculative.py [--speech ../shared/speech] [--quick] [--assistant self-int8]
+    .venv/bin/python -m bench.bench_speculative [--speech ../shared/speech] [--quick] [--assistant self-int8]
 
 Inputs: the human-referenced English clips of the shared speech set (one piece
 each) and a ~3-minute long-form file joined from them with pauses, cut into
@@ -16,9 +16,7 @@ token id equals transformers' main-alone output (it must: "yes" everywhere).
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -27,16 +25,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_transcribe import english_clips, long_form  # noqa: E402
-
-from pipeline import audio  # noqa: E402
-from pipeline.decode.generate import Generator  # noqa: E402
-from pipeline.decode.reference import hf_generate  # noqa: E402
-from pipeline.metrics import wer  # noqa: E402
-from pipeline.models.load import Models, load_assistant, load_models  # noqa: E402
-from pipeline.runtime import pick_runtime  # noqa: E402
+from bench.common import SPEECH, english_clips, long_form
+from pipeline import audio
+from pipeline.decode.generate import Generator
+from pipeline.decode.reference import hf_generate
+from pipeline.metrics import wer
+from pipeline.models.load import Models, load_assistant, load_models
+from pipeline.runtime import pick_runtime
 
 SIZES = (1, 2, 4, 8)
 
@@ -124,7 +119,7 @@ def measure(label: str, models: Models, pieces: list[np.ndarray], refs: list[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", "../shared/speech")))
+    parser.add_argument("--speech", type=Path, default=SPEECH)
     parser.add_argument("--quick", action="store_true", help="12 clips only, no long-form")
     parser.add_argument("--model", default="base")
     parser.add_argument("--assistant", default="self-int8")
@@ -142,13 +137,13 @@ def main() -> None:
         f"CPU: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores"
     )
 
-    clips = english_clips(args.speech, args.quick)
-    measure("shared English clips", models, [audio.decode(p) for p, _, _ in clips], [t for _, t, _ in clips], False)
+    clips = english_clips(args.speech, 12 if args.quick else 0)
+    measure("shared English clips", models, [audio.decode(c.path) for c in clips], [c.text for c in clips], False)
     if not args.quick:
         with tempfile.TemporaryDirectory(prefix="podscribe-bench-") as folder:
-            mp3, long_ref, _ = long_form(clips, Path(folder))
+            mp3, joined = long_form(clips, Path(folder))
             pieces = [p.samples for p in audio.pieces(mp3)]
-            measure("3-minute long-form file", models, pieces, [long_ref], True)
+            measure("3-minute long-form file", models, pieces, [" ".join(joined.texts)], True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """One job, 1 vs N workers on this machine: audio hours per wall hour, and what N GPUs would give.
 
-    .venv/bin/python bench/bench_workers.py [--inputs ../shared/speech ../shared/longform] [--model tiny.en]
+    .venv/bin/python -m bench.bench_workers [--inputs ../shared/speech ../shared/longform] [--model tiny.en]
                                             [--workers 1 2]
 
 Runs the same job with `podscribe transcribe --workers K` for each K, one after the other (never two
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import LONGFORM, REPO, SPEECH
 
 
 def _run(inputs: list[str], model: str, workers: int, out: Path) -> float:
@@ -55,8 +55,7 @@ def _run(inputs: list[str], model: str, workers: int, out: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    shared = REPO.parent / "shared"
-    parser.add_argument("--inputs", nargs="+", default=[str(shared / "speech"), str(shared / "longform")])
+    parser.add_argument("--inputs", nargs="+", default=[str(SPEECH), str(LONGFORM)])
     parser.add_argument("--model", default="tiny.en")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--predict", type=int, nargs="+", default=[1, 2, 4, 8])

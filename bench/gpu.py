@@ -2,7 +2,7 @@
 whether half precision keeps speculative output identical to the main model alone.
 
     bash bench/gpu.sh                      # on a CUDA machine: under 8 minutes on one H200
-    .venv/bin/python bench/gpu.py --tiny   # anywhere: the same steps on tiny shapes (a smoke test)
+    .venv/bin/python -m bench.gpu --tiny   # anywhere: the same steps on tiny shapes (a smoke test)
 
 No downloads and no audio stage: models with large-v3's shapes (the main model) and distil-large-v3's
 decoder (a 2-layer decoder-only draft reading the main encoder's output, as podscribe runs
@@ -22,7 +22,7 @@ projection to the vocabulary is scaled up so that random logits are as decided a
    the half-precision model's at batch 1/4/8 (its weights are dequantized per call: does it cost time?).
 
 Random weights say nothing about accuracy, and their agreement with a noisy copy is not distil's: the
-acceptance rate to read section 2 with comes from CPU runs with real weights (bench/bench_speculative.py).
+acceptance rate to read section 2 with comes from CPU runs with real weights (bench.bench_speculative).
 """
 
 from __future__ import annotations
@@ -30,21 +30,18 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, WhisperConfig, WhisperForCausalLM, WhisperForConditionalGeneration
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.decode.kv_cache import KVCacheDecoder  # noqa: E402
-from pipeline.decode.rules import WhisperRules  # noqa: E402
-from pipeline.decode.speculative import DraftPolicy, greedy  # noqa: E402
-from pipeline.models.int8 import weight_only_linears  # noqa: E402
-from pipeline.models.load import decoder_only_assistant  # noqa: E402
-from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens  # noqa: E402
+from pipeline.decode.kv_cache import KVCacheDecoder
+from pipeline.decode.rules import WhisperRules
+from pipeline.decode.speculative import DraftPolicy, greedy
+from pipeline.models.int8 import weight_only_linears
+from pipeline.models.load import decoder_only_assistant
+from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens
 
 HERE = Path(__file__).resolve().parent
 LARGE_V3 = {"d_model": 1280, "layers": 32, "heads": 20, "ffn": 5120, "mels": 128}
@@ -108,7 +105,11 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
+TIMING_REPEATS = {"repeat_cap": None}  # --tiny: 1 (its timings mean nothing; it proves the steps run)
+
+
 def timed(fn, device, repeat: int = 5) -> float:
+    repeat = min(repeat, TIMING_REPEATS["repeat_cap"] or repeat)
     fn()
     sync(device)
     start = time.perf_counter()
@@ -177,10 +178,11 @@ def gains(costs: dict) -> dict:
 
 
 NEW_TOKENS = 64  # per row: enough steps to time, short enough for the 8-minute budget
+TINY_NEW_TOKENS = 8  # --tiny proves every step runs; on a shared 2-core CPU 64 would take minutes
 
 
 @torch.inference_mode()
-def decode_all(model, main_dec, draft_dec, features, batch: int, device) -> list:
+def decode_all(model, main_dec, draft_dec, features, batch: int, device, new_tokens: int = NEW_TOKENS) -> list:
     """Greedy decoding of every row of ``features`` in batches (speculative when ``draft_dec`` is given); the
     decoders are built once by the caller and only restarted here."""
     tokens = Tokens.of(model.generation_config)
@@ -190,21 +192,21 @@ def decode_all(model, main_dec, draft_dec, features, batch: int, device) -> list
     for at in range(0, features.shape[0], batch):
         encoded = model.get_encoder()(features[at : at + batch].to(model.dtype)).last_hidden_state
         prompts = torch.tensor([prompt] * encoded.shape[0], device=device)
-        main_dec.start(encoded, len(prompt) + NEW_TOKENS + 20)
+        main_dec.start(encoded, len(prompt) + new_tokens + 20)
         if draft_dec is not None:
-            draft_dec.start(encoded, len(prompt) + NEW_TOKENS + 20)
-        out.append(greedy(main_dec, prompts, rules, len(prompt) + NEW_TOKENS, draft_dec, DraftPolicy()))
+            draft_dec.start(encoded, len(prompt) + new_tokens + 20)
+        out.append(greedy(main_dec, prompts, rules, len(prompt) + new_tokens, draft_dec, DraftPolicy()))
     return out
 
 
-def identity(main, features, device, dtype) -> dict:
+def identity(main, features, device, dtype, new_tokens: int = NEW_TOKENS) -> dict:
     """Rows where greedy with a mostly-agreeing draft differs from greedy alone, per batch size."""
     model = main.to(dtype)
     main_dec, draft_dec = KVCacheDecoder(model), KVCacheDecoder(noisy_copy(model, scale=0.02, seed=1), exact=False)
     out = {}
     for b in (1, 4, 8):
-        plain = decode_all(model, main_dec, None, features, b, device)
-        spec = decode_all(model, main_dec, draft_dec, features, b, device)
+        plain = decode_all(model, main_dec, None, features, b, device, new_tokens)
+        spec = decode_all(model, main_dec, draft_dec, features, b, device, new_tokens)
         plain_rows = [row for d in plain for row in d.tokens]
         spec_rows = [row for d in spec for row in d.tokens]
         drafted = sum(s.drafted for d in spec for s in d.stats)
@@ -214,13 +216,17 @@ def identity(main, features, device, dtype) -> dict:
     return out
 
 
-def throughput(main, draft, features, device) -> dict:
+def throughput(main, draft, features, device, new_tokens: int = NEW_TOKENS) -> dict:
     main_dec, draft_dec = KVCacheDecoder(main), KVCacheDecoder(draft, exact=False)
     out = {}
     for b in (1, 4, 8):
         for label, drafting in (("plain", None), ("speculative", draft_dec)):
             start = time.perf_counter()
-            made = sum(len(row) for d in decode_all(main, main_dec, drafting, features, b, device) for row in d.tokens)
+            made = sum(
+                len(row)
+                for d in decode_all(main, main_dec, drafting, features, b, device, new_tokens)
+                for row in d.tokens
+            )
             sync(device)
             wall = time.perf_counter() - start
             out.setdefault(b, {})[label] = {"wall_s": round(wall, 3), "tokens_per_s": round(made / wall, 1)}
@@ -238,7 +244,9 @@ def main() -> None:
     shape = TINY if args.tiny else LARGE_V3
     half = torch.float16 if device.type == "cuda" else torch.bfloat16
     pieces = 8 if args.tiny else max(8, args.pieces)
-    report: dict = {"device": str(device), "shape": shape, "dtype": str(half)}
+    new_tokens = TINY_NEW_TOKENS if args.tiny else NEW_TOKENS
+    TIMING_REPEATS["repeat_cap"] = 1 if args.tiny else None
+    report: dict = {"device": str(device), "shape": shape, "dtype": str(half), "new_tokens_per_row": new_tokens}
     if device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(device)
     t0 = time.perf_counter()
@@ -248,13 +256,13 @@ def main() -> None:
     report["step_costs"] = step_costs(main_model, draft, features[:8], device)
     report["speculation_gain"] = gains(report["step_costs"])
     print(json.dumps({"step_costs": report["step_costs"], "speculation_gain": report["speculation_gain"]}, indent=1))
-    report["throughput"] = throughput(main_model, draft, features, device)
+    report["throughput"] = throughput(main_model, draft, features, device, new_tokens)
     print(json.dumps({"throughput": report["throughput"]}, indent=1), flush=True)
     report["int8_float16"] = int8_costs(main_model, features[:8], device, half)
     print(json.dumps({"int8_float16": report["int8_float16"]}, indent=1), flush=True)
     report["identity"] = {}
     for dtype in (half, torch.bfloat16 if half == torch.float16 else torch.float32):
-        report["identity"][str(dtype)] = identity(main_model, features[:16].float(), device, dtype)
+        report["identity"][str(dtype)] = identity(main_model, features[:16].float(), device, dtype, new_tokens)
         print(json.dumps({str(dtype): report["identity"][str(dtype)]}), flush=True)
     report["wall_s"] = round(time.perf_counter() - t0, 1)
     print(f"done in {report['wall_s']} s", flush=True)

@@ -10,9 +10,9 @@ out=${OUT:-bench/out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
-timeout 480 $PY bench/gpu.py --out "$out/gpu.json" 2>&1 | tee "$out/gpu.log"
+timeout 480 $PY -m bench.gpu --out "$out/gpu.json" 2>&1 | tee "$out/gpu.log"
 # A distilled `base` draft (podscribe distill, trained elsewhere: DRAFT=dir) against `base` alone on the long-form set.
 if [ -n "${DRAFT:-}" ] && [ -d "${LONGFORM:-../shared/longform}" ]; then
-  timeout 300 $PY bench/bench_distill.py --draft "$DRAFT" --device cuda --longform "${LONGFORM:-../shared/longform}" \
+  timeout 300 $PY -m bench.bench_distill --draft "$DRAFT" --device cuda --longform "${LONGFORM:-../shared/longform}" \
     --work "$out/distill" --pieces 32 2>&1 | tee "$out/distill.log"
 fi

@@ -1,11 +1,11 @@
 """Build a small held-out long-form set from the real speech clips of ../shared/speech.
 
-    .venv/bin/python bench/make_speech_episodes.py --out /tmp/speech-episodes [--seed N] [--speech DIR]
+    .venv/bin/python -m bench.make_speech_episodes --out /tmp/speech-episodes [--seed N] [--speech DIR]
 
 Why: podscribe's long-form constants (piece limits, silence thresholds, the VAD gate, the coverage
 check, ...) are tuned on the three synthetic TTS episodes of ../shared/longform. This script builds a
 second, held-out set in exactly that folder's format -- real human read speech with human transcripts,
-laid out as podcast episodes -- so that `bench/bench_longform.py --longform DIR` can check those
+laid out as podcast episodes -- so that `python -m bench.bench_longform --longform DIR` can check those
 constants on audio they were not tuned on. (The clips themselves are the ones bench_transcribe.py uses
 clip by clip; what is held out is the long-form layout, levels and conditions.)
 
@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -50,10 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from pipeline import audio  # noqa: E402
+from bench import common
+from bench.common import LONGFORM, REPO, SPEECH, english_clips, load_scorer
+from pipeline import audio
 
 SR = 16000
 LEVEL_DBFS = -21.0  # active RMS of every clip before per-speaker offsets
@@ -291,14 +288,11 @@ def music_bed(seconds: float, rng: np.random.Generator) -> np.ndarray:
 
 
 def load_clips(speech: Path, above_noise_db: float | None = None) -> list[Clip]:
-    rows = [json.loads(line) for line in (speech / "references.jsonl").read_text().splitlines() if line.strip()]
     clips = []
-    for r in rows:
-        if r["language"] != "en" or r["ref_type"] != "human":
-            continue
-        x = audio.decode(speech / r["audio"])
+    for c in english_clips(speech):
+        x = audio.decode(c.path)
         a, b = trim_bounds(x, above_noise_db)
-        clips.append(Clip(r["audio"], r["text"], r["source"], x[a:b], a / SR, (len(x) - b) / SR))
+        clips.append(Clip(c.raw["audio"], c.text, c.raw["source"], x[a:b], a / SR, (len(x) - b) / SR))
     return clips
 
 
@@ -478,37 +472,11 @@ def speaker_notes(spec: Spec) -> dict:
 
 
 def encode(master: np.ndarray, path: Path, enc: dict) -> None:
-    subprocess.run(
-        [
-            "ffmpeg",
-            "-nostdin",
-            "-v",
-            "error",
-            "-y",
-            "-f",
-            "f32le",
-            "-ar",
-            str(SR),
-            "-ac",
-            "1",
-            "-i",
-            "pipe:",
-            "-map_metadata",
-            "-1",
-            "-fflags",
-            "+bitexact",
-            "-c:a",
-            enc["codec"],
-            "-b:a",
-            enc["bitrate"],
-            "-ar",
-            str(enc["ar"]),
-            "-ac",
-            str(enc["ac"]),
-            str(path),
-        ],
-        input=master.astype(np.float32).tobytes(),
-        check=True,
+    common.encode(
+        path,
+        master,
+        *("-map_metadata", "-1", "-fflags", "+bitexact", "-c:a", enc["codec"], "-b:a", enc["bitrate"]),
+        *("-ar", str(enc["ar"]), "-ac", str(enc["ac"])),
     )
 
 
@@ -528,13 +496,6 @@ def decode_check(path: Path, master: np.ndarray) -> dict:
         "offset_ms": round(1000 * lag / SR, 2),
         "decoder": "pipeline.audio.decode (ffmpeg)",
     }
-
-
-def load_scorer(folder: Path):
-    spec = importlib.util.spec_from_file_location("speech_episodes_score", folder / "score.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def score_checks(folder: Path) -> dict:
@@ -628,9 +589,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output folder (outside the repository)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument(
-        "--speech", type=Path, default=Path(os.environ.get("PODSCRIBE_SPEECH_DIR", REPO.parent / "shared" / "speech"))
-    )
+    parser.add_argument("--speech", type=Path, default=SPEECH)
     parser.add_argument(
         "--trim-above-noise",
         type=float,
@@ -642,7 +601,7 @@ def main() -> None:
     parser.add_argument(
         "--scorer",
         type=Path,
-        default=REPO.parent / "shared" / "longform" / "score.py",
+        default=LONGFORM / "score.py",
         help="the long-form scorer to copy into the folder",
     )
     args = parser.parse_args()
@@ -656,7 +615,7 @@ def main() -> None:
     trim = trim_rule(args.trim_above_noise)
     print(f"{len(clips)} clips, {sum(c.seconds for c in clips):.1f} s after trimming", flush=True)
     rng = np.random.default_rng(args.seed)
-    command = " ".join([".venv/bin/python bench/make_speech_episodes.py", *sys.argv[1:]])
+    command = " ".join([".venv/bin/python -m bench.make_speech_episodes", *sys.argv[1:]])
     manifest = {
         "seed": args.seed,
         "command": command,

@@ -6,52 +6,29 @@ so only the first run pays for the conversion.
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow.dataset as ds
 import pytest
 import torch
 
-from helpers import ffmpeg, finish, start, tables, with_assistant, write_wav
-from pipeline import audio
+from bench import common
+from bench.common import SPEECH, Clip, ffmpeg, speech_clips
+from bench.common import long_form as join_long_form
+from helpers import finish, start, tables, with_assistant
 from pipeline.decode import DecodeOptions
 from pipeline.models.load import Models, load_models, quantized_self_draft
 from pipeline.runner import JobOptions, run
 from pipeline.runtime import pick_runtime
 
 REPO = Path(__file__).resolve().parents[1]
-SPEECH = Path(os.environ.get("PODSCRIBE_SPEECH_DIR", REPO.parent / "shared" / "speech"))
 CACHE = REPO / ".cache" / "test-models"
-
-
-@dataclass
-class Clip:
-    path: Path
-    text: str
-    duration_s: float
-    ref_type: str
-    language: str
-    raw: dict
-
-
-def _clips() -> list[Clip]:
-    index = SPEECH / "references.jsonl"
-    if not index.is_file():
-        return []
-    out = []
-    for line in index.read_text().splitlines():
-        r = json.loads(line)
-        out.append(Clip(SPEECH / r["audio"], r["text"], r["duration_s"], r["ref_type"], r["language"], r))
-    return out
 
 
 @pytest.fixture(scope="session")
 def clips() -> list[Clip]:
-    found = _clips()
+    found = speech_clips(SPEECH)
     if not found:
         if os.environ.get("CI"):
             pytest.fail(f"speech clips not found at {SPEECH} (set PODSCRIBE_SPEECH_DIR)")
@@ -61,7 +38,7 @@ def clips() -> list[Clip]:
 
 @pytest.fixture(scope="session")
 def english_human(clips) -> list[Clip]:
-    return [c for c in clips if c.language == "en" and c.ref_type == "human"]
+    return common.english_human(clips)
 
 
 @pytest.fixture(scope="session")
@@ -93,23 +70,9 @@ def base_self_int8(base_models) -> Models:
 
 @pytest.fixture(scope="session")
 def long_form(english_human, tmp_path_factory):
-    """~3 minutes of the English clips joined with pauses of 0.4-2.0 s into one mp3."""
-    folder = tmp_path_factory.mktemp("long")
-    rng = np.random.default_rng(7)
-    parts, spans, texts, pos = [], [], [], 0
-    for clip in sorted(english_human, key=lambda c: c.path.name):
-        samples = audio.decode(clip.path)
-        gap = np.zeros(int(rng.uniform(0.4, 2.0) * audio.SAMPLE_RATE), np.float32)
-        parts += [samples, gap]
-        spans.append((pos / audio.SAMPLE_RATE, (pos + len(samples)) / audio.SAMPLE_RATE))
-        texts.append(clip.text)
-        pos += len(samples) + len(gap)
-        if pos > 180 * audio.SAMPLE_RATE:
-            break
-    wav = write_wav(folder / "long.wav", np.concatenate(parts))
-    mp3 = folder / "long.mp3"
-    ffmpeg("-i", str(wav), "-b:a", "96k", str(mp3))
-    return mp3, spans, " ".join(texts)
+    """~3 minutes of the English clips joined with pauses of 0.4-2.0 s into one mp3 (bench.common.long_form)."""
+    mp3, joined = join_long_form(english_human, tmp_path_factory.mktemp("long"))
+    return mp3, joined.spans_s, " ".join(joined.texts)
 
 
 @pytest.fixture(scope="session")

@@ -10,11 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow.dataset as ds
 import torch
 
-from pipeline import audio
+from bench.common import encode
+from bench.common import ffmpeg as ffmpeg
 from pipeline.models.load import Models, contiguous_encoder_stream
 from pipeline.models.registry import ResolvedModel
 
@@ -73,34 +73,8 @@ def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 
     return Models(model, base.processor, None, ref, None, base.runtime)
 
 
-def ffmpeg(*args: str) -> None:
-    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", *args], check=True)
-
-
-def write_wav(path: Path, samples: np.ndarray) -> Path:
-    """Write float32 16 kHz mono samples as a wav through ffmpeg."""
-    proc = subprocess.run(
-        [
-            "ffmpeg",
-            "-nostdin",
-            "-v",
-            "error",
-            "-y",
-            "-f",
-            "f32le",
-            "-ar",
-            str(audio.SAMPLE_RATE),
-            "-ac",
-            "1",
-            "-i",
-            "pipe:",
-            str(path),
-        ],
-        input=samples.astype(np.float32).tobytes(),
-        check=True,
-    )
-    assert proc.returncode == 0
-    return path
+# The ffmpeg helpers are the benchmarks' (one copy): `write_wav(path, samples)` writes float32 16 kHz mono samples.
+write_wav = encode
 
 
 REPO = Path(__file__).resolve().parents[1]
