@@ -1,6 +1,6 @@
 """Speaker labels: sentences with the right speaker per turn length, speech time right, counts, cost.
 
-    .venv/bin/python bench/bench_diarize.py [--job-dir DIR] [--longform ../shared/longform] [--model base]
+    .venv/bin/python -m bench.bench_diarize [--job-dir DIR] [--longform ../shared/longform] [--model base]
         [--rules sentence,keep,nearest] [--words-cost] [--skip-exchanges] [--skip-longform] [--skip-clips]
 
 Quick exchanges: conversations built from ../shared/speech's real clips by exchanges.py (seeded, not tuned
@@ -27,21 +27,16 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipeline.diarize.diarizer import Diarizer  # noqa: E402
-from pipeline.diarize.options import DiarizeOptions  # noqa: E402
-from pipeline.manifest import JobDir  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import exchanges  # noqa: E402
+from bench import exchanges
+from pipeline.diarize.diarizer import Diarizer
+from pipeline.diarize.options import DiarizeOptions
+from pipeline.manifest import JobDir
 
 STEP_S = 0.01
 

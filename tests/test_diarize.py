@@ -583,10 +583,7 @@ def test_quick_exchanges_every_short_turn_gets_its_speaker_and_splits_its_segmen
     """Short turns by three real voices, one of them inside a segment the decoder made: labelled later (nothing
     decoded again), each short turn gets its reader's label, the count is right, and no segment holds words of
     two readers."""
-    import sys
-
-    sys.path.insert(0, str(conftest.REPO / "bench"))
-    import exchanges
+    from bench import exchanges
 
     x, truth = exchanges.build(conftest.SPEECH, *QUICK, seed=5)
     assert {round(t.end_s - t.start_s, 1) for t in truth if t.kind == "short"} <= {
