@@ -125,12 +125,14 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
         assert any(r is not None and len(r) > 1 for r in runs), "no row left the batch from its middle"
     # the rows left read their own shared rows: each piece's tokens are those it gets alone. Only the linear
     # layers are exact at any batch height (int8: integer sums); attention, norms and the log-softmax stay float32,
-    # whose kernels block by the tensor's shape and the CPU's instruction set (AMX, AVX-512, AVX2 sum in other
-    # orders), so the scores agree within float32 rounding, not to the bit.
+    # whose kernels block by the tensor's shape and the CPU's instruction set. With AVX2 kernels a short piece
+    # scored in a padded batch differs in the last bit, and int8 re-quantizes every layer's input, so such a bit
+    # can move an activation by a whole step: its average log-prob moved 0.0093 (tokens equal). Scores are
+    # compared within 0.02, tokens exactly.
     int8 = int8_copy(tiny_en_models)
     batch = _projecting(int8, pieces)[0]
     alone = [_projecting(int8, [piece])[0][0] for piece in pieces]
-    assert tokens_of(batch) == tokens_of(alone) and close(batch, alone)
+    assert tokens_of(batch) == tokens_of(alone) and close(batch, alone, rel=0, abs_=0.02)
 
 
 @pytest.mark.identity
