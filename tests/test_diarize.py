@@ -471,21 +471,15 @@ def read_segments(out: Path) -> list[dict]:
 def test_three_voices_labelled_later_without_decoding_again(conversation, cache_dir, tmp_path):
     """A finished job gets --diarize: its files are labelled, no piece is decoded again, the text stays; the
     labels are right for >= 95% of the speech time with 3 speakers found; the outputs carry them; changing
-    --num-speakers relabels; leaving --diarize out on a diarized job is refused."""
+    --num-speakers relabels; leaving --diarize out on a diarized job is refused. (Deaths counted on a claim no
+    longer fail a labelling by themselves: a file a process died on is labelled alone in a watched child,
+    tests/test_deaths.py.)"""
     path, truth = conversation
     out, trace = tmp_path / "job", tmp_path / "trace"
     args = [*JOB_ARGS, "--word-timestamps"]
     assert finish(start(out, [path], cache_dir, None, args=args))[0] == 0
     before = read_segments(out)
     assert all(s["speaker"] is None for s in before)
-
-    # a labelling that killed its worker every time: the transcript stays, unlabelled, with a warning
-    file_id = pq.read_table(out / "files").to_pylist()[0]["file_id"]
-    (out / "claims").mkdir(exist_ok=True)
-    (out / "claims" / f"{file_id}.json").write_text(json.dumps({"persisted": 0, "attempts": 3, "worker": "x"}))
-    code, _, stderr = finish(start(out, [path], cache_dir, None, "--diarize", args=args))
-    assert code == 0 and "left unlabelled" in stderr, stderr
-    assert read_segments(out) == before and pq.read_table(out / "files").to_pylist()[0]["status"] == "done"
 
     code, stdout, stderr = finish(
         start(out, [path], cache_dir, trace, "--diarize", "--subtitles", "vtt,json", args=args)
