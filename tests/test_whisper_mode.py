@@ -130,7 +130,10 @@ def test_outputs_are_written_as_each_file_is_done(three, cache_dir, tmp_path):
     assert done and done[0]["status"] == "done"
     stem = Path(done[0]["path"]).stem
     assert (out / f"{stem}.txt").read_text().strip() and (out / f"{stem}.srt").read_text().strip()
-    assert {p.stem for p in out.iterdir() if not p.name.startswith(".")} == {stem}, "outputs before their file was done"
+    # the kill lands a moment after the event: a short second file may be done (and written) by then too
+    done_stems = {Path(row["path"]).stem for row in first if row["status"] == "done"}
+    written_stems = {p.stem for p in out.iterdir() if not p.name.startswith(".")}
+    assert stem in written_stems and written_stems <= done_stems, "outputs before their file was done"
 
 
 def _trace(path: Path) -> list[str]:
