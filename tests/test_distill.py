@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from helpers import REPO, podscribe, tiny_random_models, write_wav
 from pipeline import audio
 from pipeline.decode.generate import Generator, log_mel
-from pipeline.distill.model import DRAFT_KEY, apply_draft_vocab, layer_choice
+from pipeline.distill.model import DRAFT_KEY, apply_draft_vocab, layer_choice, reduced_vocab
 from pipeline.models.load import load_models
 from pipeline.runtime import pick_runtime
 
@@ -70,13 +70,17 @@ def dataset_dir(clip_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def drafts(tiny_main, clip_dir, dataset_dir, tmp_path_factory) -> dict[str, Path]:
-    """A plain draft trained on audio files, a trimmed one on the same clips as a dataset, a few steps each."""
+    """A plain draft trained on audio files (and a file ffmpeg cannot read: skipped, named, the run goes on), a
+    trimmed one on the same clips as a dataset, a few steps each."""
     root = tmp_path_factory.mktemp("drafts")
+    junk = root / "notes.mp3"
+    junk.write_text("not audio")
     out = {}
-    for name, source, extra in (("plain", clip_dir, []), ("trimmed", dataset_dir, ["--vocab", "40"])):
-        proc = _distill([source], root / name, tiny_main, root / "cache", *extra)
+    for name, sources, extra in (("plain", [clip_dir, junk], []), ("trimmed", [dataset_dir], ["--vocab", "40"])):
+        proc = _distill(sources, root / name, tiny_main, root / "cache", *extra)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "tokens per main call" in proc.stdout and '"train_pieces": 3' in proc.stdout
+        assert (f"skipped {junk}: ffmpeg could not decode" in proc.stderr) == (name == "plain")
         out[name] = root / name
     out["cache"] = root / "cache"
     return out
@@ -95,6 +99,15 @@ def _tokens(models, pieces, batch: int, use_assistant: bool):
     for i in range(0, len(pieces), batch):
         out += g.generate(feats[i : i + batch], [g.prompt("en")] * len(pieces[i : i + batch]))
     return out
+
+
+def test_reduced_vocab_is_the_most_used_text_tokens_then_the_lowest_ids_then_every_special():
+    counts = {12: 5, 3: 3, 15: 3, 9: 1, 22: 4}  # 22 is a special token (eot = 20): never counted as text
+    specials = list(range(20, 25))
+    assert reduced_vocab(counts, 3, 25, eot=20) == [3, 12, 15] + specials  # ties by id
+    assert reduced_vocab(counts, 6, 25, eot=20) == [0, 1, 3, 9, 12, 15] + specials  # topped up from id 0
+    assert reduced_vocab(counts, 100, 25, eot=20) == list(range(25))  # room for every text token
+    assert reduced_vocab(counts, None, 25, eot=20) is None
 
 
 @pytest.mark.parametrize("kind", ["plain", "trimmed"])

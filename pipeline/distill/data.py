@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..audio import AudioError
 from ..errors import UsageProblem
 
 log = logging.getLogger("podscribe")
@@ -229,11 +230,12 @@ def sources_key(units: list[Unit], main_sha256: str, options) -> str:
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
 
 
-def label(units: list[Unit], models, options, cache: Path, key: str) -> list[Example]:
+def label(units: list[Unit], models, options, cache: Path, key: str, echo=print) -> list[Example]:
     """Every piece through the transcription gate and the main model: the examples, their encoder outputs and
-    teacher targets written under ``cache``. Labelling is most of a short run's time, so it resumes too: each
-    finished file's examples are appended to ``labels.jsonl`` (one line per file, after the ``key`` line; a torn
-    last line is a file not finished), and a run with the same ``key`` labels only the files not in it."""
+        teacher targets written under ``cache``. Labelling is most of a short run's time, so it resumes too: each
+        finished file's examples are appended to ``labels.jsonl`` (one line per file, after the ``key`` line; a torn
+        last line is a file not finished), and a run with the same ``key`` labels only the files not in it. A file
+    ffmpeg cannot decode is skipped with a line on ``echo`` (journalled with no examples: not tried again)."""
     journal = cache / "labels.jsonl"
     done: dict[str, list[Example]] = {}
     if journal.is_file():
@@ -260,14 +262,18 @@ def label(units: list[Unit], models, options, cache: Path, key: str) -> list[Exa
             continue
         mine: list[Example] = []
         pending = []
-        for piece in unit.pieces():
-            pending.append(piece)
-            if len(pending) == LABEL_BATCH:
-                mine += labeller.run(unit.key, pending)
-                pending = []
-            if options.max_pieces and len(examples) + len(mine) + len(pending) >= options.max_pieces:
-                break
-        mine += labeller.run(unit.key, pending)
+        try:
+            for piece in unit.pieces():
+                pending.append(piece)
+                if len(pending) == LABEL_BATCH:
+                    mine += labeller.run(unit.key, pending)
+                    pending = []
+                if options.max_pieces and len(examples) + len(mine) + len(pending) >= options.max_pieces:
+                    break
+            mine += labeller.run(unit.key, pending)
+        except AudioError as exc:  # one unreadable file costs its own examples, not the night's labelling
+            echo(f"skipped {unit.key}: {exc}")
+            mine = []
         with open(journal, "a") as f:
             f.write(json.dumps({"file": unit.key, "examples": [asdict(e) for e in mine]}) + "\n")
             f.flush()

@@ -5,7 +5,8 @@ the N layers are spread evenly from first to last. The draft reads the main enco
 no encoder of its own and costs the encoder nothing.
 
 A **reduced vocabulary** (``vocab_ids``): the draft proposes only from the tokens its training transcripts
-used plus every special and timestamp token. Its output projection is those rows of the (tied) embedding
+used most (topped up with the tokenizer's most frequent pieces, see ``reduced_vocab``) plus every special and
+timestamp token. Its output projection is those rows of the (tied) embedding
 matrix — a fraction of the 51,865-row product every full step pays. The input embedding keeps every row (a
 lookup costs nothing), since the main model commits tokens the draft could never propose. Saved as a plain
 tied ``WhisperForCausalLM`` with the ids in ``config.podscribe_draft["vocab"]``; ``apply_draft_vocab`` gives a
@@ -59,12 +60,21 @@ def make_draft(main: WhisperForConditionalGeneration, n_layers: int) -> WhisperF
 
 
 def reduced_vocab(token_counts: dict[int, int], size: int | None, vocab_size: int, eot: int) -> list[int] | None:
-    """The draft's vocabulary: the ``size`` most used text tokens of the transcripts (ties by id) plus every
-    special and timestamp token (ids from end-of-text on). None: the full vocabulary."""
+    """The draft's vocabulary: ``size`` text tokens plus every special and timestamp token (ids from
+    end-of-text on). None: the full vocabulary.
+
+    The text tokens are the transcripts' most used (ties by id), then, while there is room, the lowest ids
+    not yet taken: a byte-level BPE numbers its tokens in merge order, so low ids are the pieces most common
+    in the tokenizer's own training text. An archive's next episode uses words its training transcripts did
+    not; the frequent general pieces let the draft still propose them."""
     if size is None:
         return None
     text = sorted((t for t in token_counts if t < eot), key=lambda t: (-token_counts[t], t))[:size]
-    return sorted(set(text) | set(range(eot, vocab_size)))
+    chosen = set(text)
+    fill = (t for t in range(eot) if t not in chosen)
+    while len(chosen) < min(size, eot):
+        chosen.add(next(fill))
+    return sorted(chosen | set(range(eot, vocab_size)))
 
 
 def project(draft: WhisperForCausalLM, hidden: torch.Tensor, vocab: torch.Tensor | None) -> torch.Tensor:

@@ -111,7 +111,7 @@ def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo, remember
     key = data.sources_key(units, main_ref.fingerprint, options)
     t0 = time.perf_counter()
     echo(f"labelling {len(units)} files with {main_ref.name} ({models.runtime.describe()}) ...")
-    examples = data.label(units, models, options, cache, key)
+    examples = data.label(units, models, options, cache, key, echo)
     label_s = time.perf_counter() - t0
     if not examples:
         raise DistillInputError("no speech in the SOURCEs: every piece was silent or had no voice; nothing to learn")
