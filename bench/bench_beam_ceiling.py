@@ -5,8 +5,8 @@ the long-form set, scored as bench.bench_longform scores.
     .venv/bin/python -m bench.bench_beam_ceiling [--longform ../shared/longform] [--beams 5] [--skip-fw]
 
 A measurement, not a mode: podscribe decodes greedily so that speculative decoding gives the main model's
-tokens exactly (README). This asks how much of the long-form WER is the greedy search and how much is the
-model (docs/ARCHITECTURE.md, "Beam search is worth a point, not the WER target").
+tokens exactly (docs/speculative-decoding.md). This asks how much of the long-form WER is the greedy search and
+how much is the model (docs/decisions/0024-greedy-is-the-one-search.md).
 """
 
 from __future__ import annotations

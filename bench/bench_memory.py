@@ -6,7 +6,7 @@ Builds mp3 files of the given lengths from the human-referenced English clips (l
 runs `podscribe transcribe --model base` on each in its own process (the CLI a user runs, default
 options), and prints the peak resident set size of that process (``ru_maxrss`` of the child) and its
 wall time. podscribe streams audio from ffmpeg and keeps only the batch in memory, so the peaks should
-be within a few percent of each other (issue 13 asks for 10%).
+be within a few percent of each other (the goal: within 10%).
 """
 
 from __future__ import annotations

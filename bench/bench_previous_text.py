@@ -1,4 +1,4 @@
-"""What Whisper's condition-on-previous-text would buy podscribe, measured before building it (issue 9).
+"""What Whisper's condition-on-previous-text would buy podscribe, measured before building it.
 
     .venv/bin/python -m bench.bench_previous_text [--longform ../shared/longform] [--episodes ...] [--out r.json]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of issue #13 in one command (bench/gpu.py says what they measure); nothing to download.
+# The GPU checks in one command (bench/gpu.py says what they measure); nothing to download.
 # On the device machine:  run(command="bash bench/gpu.sh", timeout_s=540)  -> $OUT/gpu.json, $OUT/gpu.log
 set -euo pipefail
 cd "$(dirname "$0")/.."

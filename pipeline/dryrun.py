@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import audio
 from .audio import AudioError
-from .manifest import atomic_write_bytes
+from .manifest import atomic_write_bytes, read_json_dict
 from .models.registry import default_cache_dir
 from .progress import clock
 
@@ -42,11 +42,7 @@ def record_rate(key: str, audio_s: float, wall_s: float, cache_dir: Path | None 
     if audio_s <= 0 or wall_s <= 0:
         return
     path = _rates_path(cache_dir)
-    try:
-        rates = json.loads(path.read_text())
-        rates = rates if isinstance(rates, dict) else {}
-    except (OSError, ValueError):
-        rates = {}
+    rates = read_json_dict(path)
     rates[key] = {"rate": audio_s / wall_s, "audio_s": audio_s, "wall_s": wall_s}
     try:
         atomic_write_bytes(path, json.dumps(rates, indent=1, sort_keys=True).encode())

@@ -100,6 +100,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
+def read_json_dict(path: Path) -> dict:
+    """The JSON object in ``path``, or ``{}`` where the file is missing, unreadable, damaged or holds something
+    else: for the job dir's caches and records that are rebuilt rather than trusted (fingerprints, probes,
+    outputs, rates)."""
+    try:
+        loaded = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def _fsync_dir(folder: Path) -> None:
     if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a folder; the rename is what matters there
         return
@@ -221,11 +232,7 @@ class Fingerprints:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        try:
-            loaded = json.loads(self.path.read_text())
-            self.entries: dict[str, list] = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            self.entries = {}
+        self.entries: dict[str, list] = read_json_dict(self.path)
         self.changed = False
 
     def identify(self, path: Path) -> Identity:

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import ConfigChanged, StorageError
-from .manifest import atomic_write_bytes, try_flock
+from .manifest import atomic_write_bytes, read_json_dict, try_flock
 
 log = logging.getLogger("podscribe")
 
@@ -105,11 +105,7 @@ class OutputDir:
             os.close(fd)  # drops the lock
 
     def _record(self) -> dict[str, str]:
-        try:
-            loaded = json.loads(self.record_path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return loaded if isinstance(loaded, dict) else {}
+        return read_json_dict(self.record_path)
 
     def write(self, files: dict[str, bytes], problems: list[str] | None = None) -> Written:
         """Write ``{file name: content}`` into the folder by the rule above. A file that cannot be written for

@@ -1,8 +1,8 @@
 """Work ahead of the model: a bounded background iterator.
 
-A file's pieces come from ffmpeg (decode, resample), the cutter and the VAD: about 5% of the wall
-time of a long episode on a 2-core CPU, and half of it or more where the model runs on a GPU. Done in
-the loop, the model waits for all of it. ``ahead`` runs the producing iterator in a thread, at most
+A file's pieces come from ffmpeg (decode, resample), the cutter and the VAD: a small share of the wall
+time on a CPU, and a large one where the model runs on a GPU (docs/decisions/0021-bounded-prefetch.md).
+Done in the loop, the model waits for all of it. ``ahead`` runs the producing iterator in a thread, at most
 ``depth`` items ahead of the consumer (ffmpeg and onnxruntime release the GIL, and so does torch), so
 memory stays bounded: a batch in the model and at most one more in waiting.
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .audio import AudioInfo
 from .errors import StorageError
-from .manifest import atomic_write_bytes
+from .manifest import atomic_write_bytes, read_json_dict
 
 
 class ProbeCache:
@@ -25,11 +25,7 @@ class ProbeCache:
         self.added: dict[str, list] = {}
 
     def _load(self) -> dict[str, list]:
-        try:
-            loaded = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return loaded if isinstance(loaded, dict) else {}
+        return read_json_dict(self.path)
 
     def get(self, file_id: str) -> AudioInfo | None:
         entry = self.entries.get(file_id)

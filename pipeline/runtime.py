@@ -30,9 +30,9 @@ DTYPES = {  # name (and short name) -> torch dtype name
 }
 WEIGHT_INT8 = {f"int8_{name}": name for name in ("float16", "bfloat16", "float32")}  # weight-only int8
 COMPUTE_TYPES = ("auto", INT8, *DTYPES, *WEIGHT_INT8)
-# What `auto` picks per device (measured: README "Compute types"); a resumed job keeps the one it started with.
-# A CPU with bf16 matrix units (Intel AMX) multiplies in bfloat16 ~8x faster than in float32 and ~5x faster than
-# fbgemm's int8 (which has no AMX path), at float32's WER; without them bfloat16 is emulated and slowest of all.
+# What `auto` picks per device (docs/compute-types.md, "What `auto` picks"); a resumed job keeps the one it started
+# with. A CPU with bf16 matrix units (Intel AMX) multiplies bfloat16 far faster than float32 or fbgemm's int8 (which
+# has no AMX path), at float32's WER; without them bfloat16 is emulated and slowest of all (decision record 0007).
 AUTO = {"cuda": "float16", "cpu": INT8, "cpu+amx": "bfloat16"}
 
 
@@ -99,9 +99,9 @@ def _malloc_trim():
 
 
 # oneDNN's caches of compiled kernels, keyed by shape, at their default 1,024 entries each kept growing through an
-# hour of audio in bfloat16 (the decoder meets new shapes: rows x positions verified): +80-120 MB of heap in use by
-# the end (bench/bench_memory.py). 128 primitives hold what the batches cycle through (measured no slower: a job
-# 134-137 s either way); ideep's own cache of 1 leaves reuse to oneDNN's (0 crashes ideep).
+# hour of audio in bfloat16 (the decoder meets new shapes: rows x positions). 128 primitives hold what the batches
+# cycle through at no cost in speed; ideep's own cache of 1 leaves reuse to oneDNN's (0 crashes ideep). The
+# measurements: docs/decisions/0009-memory-of-an-hour.md.
 KERNEL_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "128", "LRU_CACHE_CAPACITY": "1"}
 
 
@@ -118,9 +118,8 @@ def return_freed_memory() -> None:
 
     The steps allocate tensors of changing sizes (the encoder's activations, the cross-attention keys, the
     scoring pass's logits); glibc keeps freed pages and raises its mmap threshold as large blocks are freed,
-    so the steps' peaks stacked, and an hour of audio, which meets more batches, met a worse one: a 60-minute
-    episode in bfloat16 peaked at 1.6x a 3-minute one (bench/bench_memory.py; docs/ARCHITECTURE.md). A trim
-    costs a few ms."""
+    so the steps' peaks stacked, and an hour of audio, which meets more batches, met a worse one
+    (docs/decisions/0009-memory-of-an-hour.md). A trim is cheap next to a step."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)

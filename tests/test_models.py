@@ -282,7 +282,7 @@ def test_weight_only_int8_compute_types_run_anywhere_and_are_recorded():
 
 
 def test_auto_compute_type_per_device():
-    """auto: float16 on CUDA, int8 on a CPU, bfloat16 on a CPU with bf16 matrix units (measured: README); the
+    """auto: float16 on CUDA, int8 on a CPU, bfloat16 on a CPU with bf16 matrix units (docs/compute-types.md); the
     probe agrees with the flags the kernel reports."""
     from pathlib import Path
 

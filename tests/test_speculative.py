@@ -331,7 +331,7 @@ def test_base_with_int8_self_draft(timestamps, base_self_int8, base_reference):
 @pytest.mark.parametrize("timestamps", [True, False])
 def test_base_with_seq2seq_assistants(timestamps, base_models, base_reference):
     """A draft with its own encoder (and features): transformers 5.x gets this kind wrong with timestamps
-    (docs/ARCHITECTURE.md); podscribe's loop does not. A small random one at every batch size, and the
+    (docs/decisions/0003-own-decoder.md); podscribe's loop does not. A small random one at every batch size, and the
     main model's own copy (it agrees on nearly every token; drafts run with bf16 cross-attention) at the
     smallest and largest."""
     features, reference = base_reference

@@ -36,9 +36,9 @@ def cache_of(cross: CrossKV) -> EncoderDecoderCache:
 def forced_hidden(model, encoded: torch.Tensor, ids: torch.Tensor, cross: CrossKV | None = None) -> torch.Tensor:
     """The decoder's last hidden states [B, T, D] for ``ids`` [B, T] over ``encoded``: a row's logits are
     ``row_logits(model, hidden[b, ...])`` of the positions it needs. Made a row at a time because the whole
-    batch's logits at once, [B, T, 51865] floats and the softmax's copy, were a batch's peak memory (~0.5 GB
-    for four long rows): an hour-long episode, which meets such a batch sooner or later, peaked far above a
-    3-minute one."""
+    batch's logits at once, [B, T, 51865] floats and the softmax's copy, were a batch's peak memory: an
+    hour-long episode, which meets such a batch sooner or later, peaked far above a 3-minute one (decision
+    record 0009)."""
     if cross is None:
         return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded).last_hidden_state
     return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded, cache=cache_of(cross)).last_hidden_state

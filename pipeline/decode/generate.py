@@ -50,8 +50,8 @@ class Generated:
 
 def log_mel(extractor: WhisperFeatureExtractor, audio: list[np.ndarray], device, dtype) -> torch.Tensor:
     """Whisper's 3000-frame log-mel features of each piece, [rows, mels, 3000]. On the CPU a piece at a time:
-    the same bits as the batch (each row's STFT and its max are its own; tested) at a quarter of the transient
-    memory (~100 MB for 4 pieces at once: padded float copies, the complex STFT)."""
+    the same bits as the batch (each row's STFT and its max are its own; tested) at a fraction of the transient
+    memory (padded float copies, the complex STFT; decision record 0009)."""
     if torch.device(device).type != "cpu":
         return extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features.to(device, dtype)
     rows = [extractor([a], sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features for a in audio]
@@ -60,9 +60,9 @@ def log_mel(extractor: WhisperFeatureExtractor, audio: list[np.ndarray], device,
 
 def encode(model: WhisperForConditionalGeneration, features: torch.Tensor) -> torch.Tensor:
     """The encoder's output for rows of features. On the CPU a row at a time: the same bits as the batch (a
-    row's sums do not depend on the rows beside it; tested), measured ~10% faster at 4 rows of ``base`` and
-    under half the batch's transient memory (the MLP's [rows x 1500, 2048] activations, 100-350 MB by compute
-    type); on CUDA the batch, which keeps the GPU busy."""
+    row's sums do not depend on the rows beside it; tested), no slower and under half the batch's transient
+    memory (the MLP's [rows x 1500, 2048] activations; decision record 0009); on CUDA the batch, which keeps the
+    GPU busy."""
     encoder = model.get_encoder()
     if features.device.type != "cpu" or features.shape[0] == 1:
         return encoder(features).last_hidden_state

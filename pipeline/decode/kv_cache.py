@@ -7,8 +7,8 @@ transformers' cache objects and generate loop:
 - the self-attention cache is one tensor per layer, ``[rows, heads, capacity, head_dim]``,
   allocated once per batch; the cross-attention keys/values (``CrossKV``) are projected once per batch
   of pieces and read by every pass over it: the no-speech probe, the decoding loop and the scoring pass
-  (each projected its own before: 3 x 12 projections of 1500 frames per piece, ~0.05 s a piece each for
-  ``base`` int8 on a 2-core CPU, a tenth of a piece's time);
+  (each projected its own before: 3 x 12 projections of 1500 frames per piece, a visible share of a
+  piece's time; decision record 0030);
 - every row has its own length. A call feeds ``Q`` tokens per row starting at that
   row's own position (``start[b]``), writes their keys/values there and attends
   causally to the row's own prefix — so a row that rejected drafts early simply
@@ -87,7 +87,7 @@ class CrossKV:
     def project_into(self, model: torch.nn.Module, encoded: torch.Tensor, rows: list[int]) -> None:
         """Overwrite ``rows`` with ``model``'s keys and values over ``encoded`` [len(rows), frames, width], in
         place, a layer at a time: a later pass's window takes its rows' room instead of a second batch-sized
-        copy beside the batch's (that stacked: +100 MB on an hour's peak)."""
+        copy beside the batch's (that stacked on an hour's peak; decision record 0030)."""
         for layer, (k, v) in enumerate(_projections(model, encoded)):
             for j, b in enumerate(rows):
                 self.keys[layer][b].copy_(k[j])
@@ -167,7 +167,7 @@ class KVCacheDecoder:
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only these rows (ascending indices into the current batch). They move to the front of the caches
         in place and the caches become views of their first rows: slicing out copies would hold the cross-attention
-        keys/values twice for a moment (~70 MB for 4 rows of ``base`` in bf16), a peak of every batch. The
+        keys/values twice for a moment, a peak of every batch (decision record 0009). The
         cross-attention rows stay where they are (they may be shared): the rows left read them in runs."""
         kept = rows.tolist()
         assert kept == sorted(kept), "rows must be ascending: a row moves only towards the front"
@@ -217,7 +217,7 @@ class KVCacheDecoder:
                 query, key, value = op.q(h) * self.scaling, op.k(h), op.v(h)
             else:
                 query, key, value = op.qkv(h).chunk(3, dim=-1)
-            # written through a [B, capacity, H, hd] view: index_put_ (scatter_ is ~50x slower in bf16 on the CPU)
+            # written through a [B, capacity, H, hd] view: index_put_ (scatter_ is far slower in bf16 on the CPU)
             self.self_k[i].transpose(1, 2).index_put_((row_of, pos), key.reshape(rows, q, self.heads, self.head_dim))
             self.self_v[i].transpose(1, 2).index_put_((row_of, pos), value.reshape(rows, q, self.heads, self.head_dim))
             k_, v_ = self.self_k[i], self.self_v[i]

@@ -15,8 +15,8 @@ Greedy Whisper fails in two ways that lose words, and podscribe used to accept b
   temperature fallback — is decoded again: beam search first, then sampling at
   rising temperatures with a fixed seed (both deterministic), until a result passes
   the checks; the best by Whisper's rule is kept (``better``). Beam search alone does
-  not break a loop: on a noisy 27 s piece tiny.en loops greedily (compression 4.0)
-  and worse with 5 beams (8.7).
+  not break a loop: on noisy speech tiny.en loops greedily and worse with beams
+  (docs/decisions/0017-fallback-ladder.md).
 
 Both apply to the main model's own tokens: the first pass is the same with or without
 an assistant, and the second chances run the same code on the same inputs, so the

@@ -86,18 +86,17 @@ class _OneSourceCache(EncoderDecoderCache):
 def beams_share_one_source(model):
     """Beam search over one piece: its beams attend to one copy of the piece's cross-attention keys and values.
 
-    transformers' beam search repeats the encoder output per beam, projects and caches cross-attention keys and
-    values for every beam, and reorders (copies) all of them at every step, though the beams of one piece hold
-    the same rows. For ``base`` in float32 (and int8, whose activations are float32) at 5 beams that is 184 MB
-    held and copied at every step — a third of a fallback's time on a CPU, and the memory peak of a batch that
-    falls back; for large-v3 in float16, 1.2 GB. Here, at the first decoder call, each layer projects the piece's
-    encoder states once (the first row: every beam's row is the same piece) and caches that one row; every beam
-    gets a view of it, and the reorder leaves it alone (only the self-attention cache follows the beams).
+    transformers' beam search repeats the encoder output per beam, projects and caches cross-attention keys and values
+    for every beam, and reorders (copies) all of them at every step, though the beams of one piece hold the same rows:
+    held and copied at every step, a large share of a fallback's time on a CPU and the memory peak of a batch that
+    falls back (decision record 0009). Here, at the first decoder call, each layer projects the piece's encoder states
+    once (the first row: every beam's row is the same piece) and caches that one row; every beam gets a view of it,
+    and the reorder leaves it alone (only the self-attention cache follows the beams).
 
-    The tokens are transformers' own whenever a row's projection does not depend on the rows beside it: always
-    in int8 (each row is quantized on its own, ``models/int8.py``), and in the float types wherever the matrix
-    product computes a row the same way at any height (tested in float32 and int8; bfloat16 measured). Only for
-    a batch of one piece: rows of other pieces differ.
+    The tokens are transformers' own whenever a row's projection does not depend on the rows beside it: always in int8
+    (each row is quantized on its own, ``models/int8.py``), and in the float types wherever the matrix product
+    computes a row the same way at any height (tested in float32 and int8; seen in bfloat16, not tested). Only for a
+    batch of one piece: rows of other pieces differ.
     """
 
     def share(decoder, args, kwargs):

@@ -59,12 +59,12 @@ from .rules import RuleState
 log = logging.getLogger("podscribe")
 
 # The scoring pass normalises a row this many positions at a time (and projects four times as many at a time):
-# a whole row's logits, its log-softmaxes and the rules' masks are a few copies of [positions, vocabulary] float32
-# (93 MB each for a row of 448 tokens), which set the peak of any batch holding a long row — an hour of audio
-# meets more of those than 3 minutes (bench/bench_memory.py). Each position is normalised on its own: int8's
-# output projection is row-exact, so its scores are the whole row's bits; float32's matrix product is blocked by
-# its number of rows, so its scores may differ from the whole row's in the last bit (~1e-7, tested), the same on
-# every run. Projecting 32 at a time cost float32 +28% of the pass (its 106 MB weight read per product); 128: +2%.
+# a whole row's logits, its log-softmaxes and the rules' masks are a few copies of [positions, vocabulary] float32,
+# which set the peak of any batch holding a long row — an hour of audio meets more of those than 3 minutes. Each
+# position is normalised on its own: int8's output projection is row-exact, so its scores are the whole row's bits;
+# float32's matrix product is blocked by its number of rows, so its scores may differ from the whole row's in the
+# last bit (tested), the same on every run. Projecting fewer at a time re-reads float32's output weights once per
+# product, which costs time. The measurements: docs/decisions/0009-memory-of-an-hour.md.
 SCORE_CHUNK = 32
 
 

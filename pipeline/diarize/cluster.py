@@ -3,10 +3,11 @@
 The refinement of the affinity matrix is Google's (Wang et al., "Speaker diarization with LSTM", 2018, and
 its ``spectralcluster`` package): cosine similarity, crop the diagonal, keep each row's strongest entries,
 symmetrize, diffuse, normalise rows. Their optional Gaussian blur along time is left out: it
-smeared neighbouring windows across speaker turns and cost 4-5% of the windows on the long-form set. The number of speakers is where the ratio of
+smeared neighbouring windows across speaker turns. The number of speakers is where the ratio of
 consecutive eigenvalues is largest within the allowed range; k-means (deterministic seeding) on the
 leading eigenvectors labels the windows. Fixed-threshold agglomerative clustering was right only in a
-narrow threshold band in the feasibility run; this was right in every case (issue 15).
+narrow threshold band in the feasibility run; this was right in every case
+(docs/decisions/0016-diarization-embeddings-windows-clustering.md).
 
 Long files: eigen-decomposition is cubic in the number of windows, so past ``MAX_POINTS`` consecutive
 windows are averaged in groups before clustering and every window then takes its nearest speaker centre.

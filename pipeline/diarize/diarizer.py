@@ -1,6 +1,6 @@
 """One file's speaker labels: read the audio again (ffmpeg, in blocks), embed windows, cluster, label rows.
 
-Reading the audio a second time costs an ffmpeg decode (about 0.1-0.2 s per audio minute here) but makes
+Reading the audio a second time costs an ffmpeg decode (small next to decoding; decision record 0015) but makes
 the stage independent of decoding: it runs the same on a file just decoded and on a finished file of a
 job that gets ``--diarize`` later (runner.py relabels those without decoding them again).
 """

@@ -1,12 +1,13 @@
 """Speaker embeddings: the GE2E voice encoder whose weights ship inside the ``resemblyzer`` wheel.
 
-Why this one: it is on PyPI with its weights (no hub), it is small (3-layer LSTM, 1.4 M parameters) and
-it was as accurate on the long-form set as CAM++ at a third of the cost (docs/ARCHITECTURE.md). The
-wheel's own code is not imported: it needs librosa, webrtcvad (a C build that breaks with new setuptools)
-and scipy for preprocessing podscribe does itself, so the package is installed with ``--no-deps`` and
-only its weight file is read, by path. The features are resemblyzer's (librosa's power mel spectrogram:
-25 ms Hann window, 10 ms hop, 40 Slaney mel bands, no log), computed here with torch and checked against
-transformers' numpy spectrogram in tests/test_diarize.py.
+Why this one: it is on PyPI with its weights (no hub), it is small (3-layer LSTM, 1.4 M parameters) and it
+was as accurate on the long-form set as CAM++ at a third of the cost
+(docs/decisions/0016-diarization-embeddings-windows-clustering.md). The wheel's own code is not imported: it
+needs librosa, webrtcvad (a C build that breaks with new setuptools) and scipy for preprocessing podscribe
+does itself, so the package is installed with ``--no-deps`` and only its weight file is read, by path. The
+features are resemblyzer's (librosa's power mel spectrogram: 25 ms Hann window, 10 ms hop, 40 Slaney mel
+bands, no log), computed here with torch and checked against transformers' numpy spectrogram in
+tests/test_diarize.py.
 """
 
 from __future__ import annotations

@@ -21,17 +21,17 @@ def _vocab(value: str) -> int | None:
         raise click.BadParameter("a count of text tokens, or 'full'") from None
 
 
+def _option(flag: str, help: str | None = None):
+    """``flag`` with ``DistillOptions``' default for the field of the same name (and its type), shown in --help."""
+    default = getattr(DistillOptions, flag.removeprefix("--").replace("-", "_"))
+    return click.option(flag, type=type(default), default=default, show_default=True, help=help)
+
+
 @click.command("distill")
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="The draft's directory.")
-@click.option("--main", default=DistillOptions.main, show_default=True, help="The main model the draft is for.")
-@click.option(
-    "--layers",
-    default=DistillOptions.layers,
-    show_default=True,
-    type=int,
-    help="Decoder layers of the draft (the main decoder's first and last, then evenly between).",
-)
+@_option("--main", "The main model the draft is for.")
+@_option("--layers", "Decoder layers of the draft (the main decoder's first and last, then evenly between).")
 @click.option(
     "--vocab",
     default="full",
@@ -40,36 +40,18 @@ def _vocab(value: str) -> int | None:
     "timestamp token besides), or 'full'.",
 )
 @click.option("--steps", type=int, default=None, help="Optimizer steps (default: from --epochs).")
-@click.option("--epochs", type=float, default=DistillOptions.epochs, show_default=True)
-@click.option("--batch-size", type=int, default=DistillOptions.batch_size, show_default=True)
-@click.option(
-    "--grad-accum",
-    type=int,
-    default=DistillOptions.grad_accum,
-    show_default=True,
-    help="Micro-batches per step (gradient accumulation).",
-)
-@click.option("--lr", type=float, default=DistillOptions.lr, show_default=True)
-@click.option(
-    "--eval-every",
-    type=int,
-    default=DistillOptions.eval_every,
-    show_default=True,
-    help="Steps between evaluations (acceptance on held-out files) and checkpoints.",
-)
+@_option("--epochs")
+@_option("--batch-size")
+@_option("--grad-accum", "Micro-batches per step (gradient accumulation).")
+@_option("--lr")
+@_option("--eval-every", "Steps between evaluations (acceptance on held-out files) and checkpoints.")
 @click.option("--checkpoint-every", type=int, default=None, help="Steps between checkpoints (default: --eval-every).")
-@click.option("--seed", type=int, default=DistillOptions.seed, show_default=True)
-@click.option(
-    "--holdout",
-    type=float,
-    default=DistillOptions.holdout,
-    show_default=True,
-    help="Share of the files held out for evaluation.",
-)
+@_option("--seed")
+@_option("--holdout", "Share of the files held out for evaluation.")
 @click.option("--max-pieces", type=int, default=None, help="Label at most this many pieces.")
 @click.option("--language", default=None, help="Language of the audio (default: detected per piece).")
-@click.option("--device", default="auto", show_default=True)
-@click.option("--compute-type", default="auto", show_default=True, help="The main model's, for labelling.")
+@_option("--device")
+@_option("--compute-type", "The main model's, for labelling.")
 @click.option("--mixed-precision", type=click.Choice(["no", "bf16"]), default="no", show_default=True)
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 def distill_command(sources, out_dir, vocab, checkpoint_every, **flags) -> None:

@@ -79,8 +79,8 @@ def contiguous_encoder_stream(model: torch.nn.Module) -> torch.nn.Module:
 
     transformers' Whisper encoder adds the positions to its convolutions' output transposed, a view ([B, C, T]
     permuted to [B, T, C]); the sum keeps that layout and so does every residual sum after it, so every layer
-    read, added and copied a strided stream: each residual add 2.5 ms instead of 0.2 (``base``, one piece, a
-    2-core CPU), the whole encoder 5% (int8, AVX2) to 15% (int8, AMX) slower. The same bits: layer norms and
+    read, added and copied a strided stream, which slowed every residual add and so the whole encoder
+    (docs/speculative-decoding.md, "Contiguous encoder residual stream"). The same bits: layer norms and
     linear layers make their input contiguous anyway (tested). Models without an encoder are left alone."""
     encoder = getattr(getattr(model, "model", None), "encoder", None)
     if encoder is None or getattr(encoder, "_contiguous_stream", False):
