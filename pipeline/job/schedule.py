@@ -238,6 +238,8 @@ class Worker(FileWork):
             if not isinstance(outcome, isolate.Died):
                 isolate.add_counts(self.summary, outcome)
                 held.finish()
+                if outcome.done or outcome.relabelled:
+                    self._write_finished(task)
                 return
             witnessed = held.died_alone(self.job.persisted_batches(task.file_id))
             log.warning(
@@ -250,6 +252,13 @@ class Worker(FileWork):
                 self.fail_poisoned(task, probed, witnessed, outcome)
                 held.finish()
                 return
+
+    def _write_finished(self, task: Task) -> None:
+        """The outputs of a file the child finished, written here under the job's output names (the child writes
+        none): as soon as the file is done, as for every other file, not only when the job ends."""
+        row = self.job.file_row(task.file_id)
+        if self.options.subtitles and row is not None and row["status"] == "done":
+            self.write_outputs(row, self.job.read("segments", {task.file_id}).to_pylist())
 
 
 def probe_all(tasks: list[Task], root: Path) -> dict[str, audio.AudioInfo | AudioError | None]:
