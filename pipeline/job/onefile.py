@@ -1,5 +1,5 @@
 """One file, decoded: its pieces streamed in batches, each batch checkpointed before the next starts (a killed
-run resumes inside the file, decision 0009's bounded memory kept), then stitched, labelled if asked, and
+run resumes inside the file; a piece's audio is dropped once decoded), then stitched, labelled if asked, and
 written as its files row (the commit) with its segments and pieces.
 
 Only pieces not yet persisted form batches, so a run resumed with another batch size decodes nothing twice; with
