@@ -52,7 +52,7 @@ def record_rate(key: str, audio_s: float, wall_s: float, cache_dir: Path | None 
 
 def plan(inputs: list[str], key: str, cache_dir: Path | None = None) -> str:
     """What a run of ``inputs`` would decode, and the estimate; a text for the terminal."""
-    from .runner import expand_inputs
+    from .job.inputs import expand_inputs
 
     refs = expand_inputs(inputs)
 

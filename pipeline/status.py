@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import workers
 from .errors import DamagedState
+from .job.state import file_state
 from .job_report import partial_rate
 from .manifest import JobDir, damage_hint, row_paths
 from .probes import ProbeCache
@@ -152,12 +153,13 @@ def job_status(root: Path) -> JobStatus:
     rows = {r["file_id"]: r for r in job.file_rows()}
     by_path = {p: fid for fid, r in rows.items() for p in row_paths(r)}
     for r in rows.values():
-        if r["status"] == "done" and r["n_segments"] and not job.readable("segments", r["file_id"]):
+        state = file_state(job, r)  # the rule the worker plans by
+        if state == "pending":  # done, but its segments cannot be read: decoded again by the next run
             if not job.table_path("segments", r["file_id"]).exists():
                 st.problems.append(f"the segments table of {r['path']} is missing: rerun the job to decode it again")
             st.pending += 1
             continue
-        if r["status"] == "done":
+        if state == "done":
             st.done += 1
             st.audio_done_s += r["duration_s"] or 0.0
             st.wall_s += r["wall_s"] or 0.0

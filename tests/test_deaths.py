@@ -9,7 +9,8 @@ import time
 
 import pyarrow.dataset as ds
 
-from helpers import close, finish, lines, start, tables
+from helpers import close, ffmpeg, finish, lines, start, tables
+from pipeline.errors import EXIT_SIGTERM
 from pipeline.manifest import identify
 
 
@@ -84,3 +85,43 @@ def test_a_file_that_kills_the_process_decoding_it_fails_alone_with_its_checkpoi
     assert close(tables(out), small_reference)
     persisted_0 = [x for x in lines(trace) if x.split()[:3] == ["decoded", poison_id, "0"]]
     assert len(persisted_0) == 1, "the kept checkpoint was decoded again"
+
+
+def _kill_at_claim(out, inputs, cache_dir, trace, extra, claimed_id, sig=signal.SIGKILL) -> tuple[int, str, str]:
+    """A run of the job, sent ``sig`` as soon as it claims ``claimed_id`` (the job's own event, not a sleep)."""
+    before = len([x for x in lines(trace, claims=True) if x.startswith("claimed")])
+    proc = start(out, inputs, cache_dir, trace, *extra)
+    while not [x for x in lines(trace, claims=True) if x.startswith("claimed")][before:]:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    while not any(x.split()[1] == claimed_id for x in lines(trace, claims=True)[before:] if x.startswith("claimed")):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    return finish(proc)
+
+
+def test_a_suspect_decoded_alone_gets_its_outputs_at_once_under_the_jobs_names(small_archive, cache_dir, tmp_path):
+    """Two files a run died on (each the file in hand when a whole run was killed): the third run decodes them
+    last, alone, in its watched child. The first one's outputs are written as soon as it is done, as every other
+    file's, under the job's names (another input shares its stem), so a stop during the second suspect does not
+    leave the first without its subtitles."""
+    from pipeline.outputs import output_names
+
+    other = tmp_path / "other" / "episode one.flac"  # the stem of small_archive[0]: the names must tell them apart
+    other.parent.mkdir()
+    ffmpeg("-i", str(small_archive[2]), "-t", "10", str(other))
+    inputs = [*small_archive, other]
+    out, trace, extra = tmp_path / "job", tmp_path / "trace.txt", ("-f", "txt")
+    first, second = (identify(p)[0].file_id for p in small_archive[:2])  # 26 s, 21 s: the longest, decoded first
+    for suspect in (first, second):  # each run decodes the files no run died on first: the second one, then
+        code, stdout, stderr = _kill_at_claim(out, inputs, cache_dir, trace, extra, suspect)
+        assert code == -signal.SIGKILL, stdout + stderr
+    code, stdout, stderr = _kill_at_claim(out, inputs, cache_dir, trace, extra, second, signal.SIGTERM)
+    assert code == EXIT_SIGTERM, stdout + stderr  # stopped while its child decodes the second suspect
+    rows = {r["file_id"]: r for r in ds.dataset(out / "files").to_table().to_pylist()}
+    assert rows[first]["status"] == "done" and second not in rows
+    names = output_names(map(str, inputs))
+    written = sorted(p.name for p in (out / "subtitles").glob("*.txt"))
+    assert written == sorted(f"{names[str(p)]}.txt" for p in [small_archive[0], *small_archive[2:], other]), written
+    assert (out / "subtitles" / f"{names[str(small_archive[0])]}.txt").read_text().strip(), written

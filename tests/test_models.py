@@ -319,15 +319,15 @@ def test_auto_compute_type_resumes_a_job_with_the_one_it_started_with(tmp_path):
     """A job started in float32 before int8 became the CPU default resumes in float32 (its tokens depend on
     it); a new job gets the device's default; --restart starts over with it; a job.json that is lost is read
     from the rows."""
+    from pipeline.job.config import JobOptions, compute_type
     from pipeline.manifest import JobDir
-    from pipeline.runner import JobOptions, _compute_type
 
     options = JobOptions(out_dir=tmp_path / "job", device="cpu")
-    assert _compute_type(options) == "auto"
+    assert compute_type(options) == "auto"
     job = JobDir(options.out_dir)
     job.write_job({"models": {"runtime": "cpu/float32/sdpa"}}, [])
-    assert _compute_type(options) == "float32"
-    assert _compute_type(JobOptions(out_dir=options.out_dir, device="cpu", restart=True)) == "auto"
-    assert _compute_type(JobOptions(out_dir=options.out_dir, device="cpu", compute_type="int8")) == "int8"
+    assert compute_type(options) == "float32"
+    assert compute_type(JobOptions(out_dir=options.out_dir, device="cpu", restart=True)) == "auto"
+    assert compute_type(JobOptions(out_dir=options.out_dir, device="cpu", compute_type="int8")) == "int8"
     job.write_job({"models": {"runtime": "cuda/float16/sdpa"}}, [])  # another kind of device: its own default
-    assert _compute_type(options) == "auto"
+    assert compute_type(options) == "auto"

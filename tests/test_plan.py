@@ -129,3 +129,23 @@ def test_a_job_made_before_an_option_existed_resumes_with_the_old_behaviour_and_
         job.check_config(config(DecodeOptions(), CutOptions()), SPEED_ONLY, recorded, ADDED)
     with pytest.raises(ConfigChanged, match="min_s"):
         job.check_config(config(as_before, CutOptions(min_s=20.0)), SPEED_ONLY, recorded, ADDED)
+
+
+def test_the_job_package_loads_neither_torch_nor_transformers_when_imported():
+    """`podscribe status`, --dry-run and --help import the job's modules: none of them may load torch (seconds)."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import pipeline.job
+
+    names = [
+        "pipeline.runner",
+        "pipeline.status",
+        *(f"pipeline.job.{m.name}" for m in pkgutil.iter_modules(pipeline.job.__path__)),
+    ]
+    probe = f"import sys; import {', '.join(names)}; print(sorted({{'torch', 'transformers'}} & set(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=Path(__file__).parents[1]
+    )
+    assert len(names) > 10 and result.stdout.strip() == "[]", (names, result.stdout, result.stderr)

@@ -197,6 +197,7 @@ def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, 
     import threading
 
     from pipeline import runner
+    from pipeline.job import run as job_run
 
     path = write_wav(tmp_path / "loop.wav", noisy_loop[0])
     stop, said = threading.Event(), []
@@ -205,7 +206,7 @@ def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, 
         said.append(line)
         stop.set()
 
-    monkeypatch.setattr(runner, "_second_chance", second_chance)
+    monkeypatch.setattr(job_run, "second_chance", second_chance)
     out = tmp_path / "job"
     options = JobOptions(out_dir=out, progress=False, decode=DecodeOptions(language="en"))
     with pytest.raises(runner.Interrupted):

@@ -2,7 +2,7 @@
 
 Reading the audio a second time costs an ffmpeg decode (small next to decoding; decision record 0015) but makes
 the stage independent of decoding: it runs the same on a file just decoded and on a finished file of a
-job that gets ``--diarize`` later (runner.py relabels those without decoding them again).
+job that gets ``--diarize`` later (job/finish.py relabels those without decoding them again).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ class DiarizeOptions:
 
     ``num_speakers`` fixes the count; otherwise it is estimated within ``min_speakers..max_speakers``.
     Part of job.json's configuration, but not of the transcript's hash: adding or changing it on a job
-    relabels finished files without decoding them again (runner.py)."""
+    relabels finished files without decoding them again (job/finish.py)."""
 
     num_speakers: int | None = None
     min_speakers: int = 1

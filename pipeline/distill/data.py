@@ -82,7 +82,7 @@ def _is_dataset_dir(path: Path) -> bool:
 def inspect_sources(sources: list[str], main_sha256: str) -> list[Unit]:
     """The files to label, checked before anything is loaded or written: each SOURCE exists and is a finished
     job dir made with this main model, audio, or a dataset dir. DistillInputError otherwise."""
-    from ..runner import AUDIO_EXTENSIONS
+    from ..job.inputs import AUDIO_EXTENSIONS
 
     units: list[Unit] = []
     if not sources:

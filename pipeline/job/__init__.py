@@ -1,0 +1,16 @@
+"""One worker of a job, by concern: what the runner (``pipeline.runner``) composes.
+
+- ``inputs``: the files, folders and globs a command names, as input paths;
+- ``state``: what each input is (its content), and the one rule for what is done, failed, pending or to relabel;
+- ``config``: the options of a run, what of them decides the output, the policy for resuming older or other jobs;
+- ``schedule``: which file next: claims, longest first, suspects last, one-piece files in one batch, lookahead;
+- ``stream``: a file's pieces read in the background; ``onefile``: one file decoded, checkpointed, its row written;
+- ``finish``: a file's outputs and speaker labels, a poisoned file's failed row, the job's outputs at the end;
+- ``summary``: what a run did; ``trace``: the test hooks; ``run``: a worker's run, composed of the above.
+
+Nothing here imports torch when imported: the models are loaded by ``config.job_models`` when a job starts.
+"""
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (Ctrl-C, SIGTERM); everything decoded so far is persisted."""

@@ -1,0 +1,152 @@
+"""A worker's run, composed: plan under the job's preparation lock (one worker at a time), then decode every
+file no other worker holds without any job-wide lock, then write the job's outputs if no other worker is still
+at work. A second run of the same job with the same configuration joins as another worker, on this machine or
+another one that sees the job dir; one with another configuration is refused, the difference named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import dryrun, outputs, progress, workers
+from ..errors import DamagedState
+from ..export import check_writable
+from ..manifest import JobDir, row_paths
+from ..outputs import output_names
+from . import state
+from .config import JobOptions, check_config, job_config, job_models, load_diarizer, output_hash, set_threads
+from .finish import export_at_end
+from .inputs import InputRef, expand_inputs
+from .schedule import Worker
+from .state import Task
+from .summary import JobSummary
+
+if TYPE_CHECKING:
+    from ..models.load import Models
+
+log = logging.getLogger("podscribe")
+
+
+def run(
+    inputs: list[str], options: JobOptions, models: Models | None = None, stop: threading.Event | None = None
+) -> JobSummary:
+    """Run the job as one worker: plan (under the preparation lock), then decode every file no other
+    worker holds, then write the subtitles if no other worker is still at work."""
+    from ..decode import Transcriber  # torch and transformers: when a job starts
+
+    start = time.monotonic()
+    stop = stop or threading.Event()
+    refs = expand_inputs(inputs)
+    job = JobDir(options.out_dir)
+    set_threads(options)
+    summary = JobSummary(Path(options.out_dir))
+    registration = workers.Registration(job.root)
+    if models is None:  # before the lock: the workers of a launch load their models at the same time
+        models = job_models(options)
+    diarizer = load_diarizer(options)
+    transcriber = Transcriber(models, options.decode)  # options the model refuses: before the job dir is made
+    if options.subtitles and options.writes_outputs:  # a read-only -o found now, not after the night's decoding
+        check_writable(Path(options.output_dir) if options.output_dir else job.root / "subtitles")
+    with job.locked():
+        config = job_config(options, models)
+        todo, seen, names = prepare(refs, job, config, options, summary, registration)
+        registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
+    only = {str(ref.path) for ref in refs} if options.outputs_named_only else None
+    try:
+        transcriber.stop = stop
+        transcriber.notify = functools.partial(second_chance, shown=options.progress)
+        worker = Worker(
+            job=job,
+            transcriber=transcriber,
+            options=options,
+            config_hash=output_hash(config),
+            stop=stop,
+            summary=summary,
+            seen=seen,
+            diarizer=diarizer,
+            names=names,
+            only=only,
+        )
+        worker.decode_all(todo)
+    finally:
+        registration.__exit__()
+    export_at_end(job, options, [str(ref.path) for ref in refs], only, summary)
+    summary.wall_s = time.monotonic() - start
+    key = dryrun.rate_key(options.model, options.compute_type, options.device)
+    dryrun.record_rate(key, summary.audio_s, summary.wall_s, options.cache_dir)  # for --dry-run's estimate
+    return summary
+
+
+def second_chance(line: str, shown: bool) -> None:
+    """A piece at its second chance (beam search, then sampling) can take minutes: said, so the bar does not
+    look hung."""
+    log.info("%s", line)
+    progress.say(line, shown)
+
+
+def prepare(
+    refs: list[InputRef],
+    job: JobDir,
+    config: dict,
+    options: JobOptions,
+    summary: JobSummary,
+    registration: workers.Registration,
+) -> tuple[list[Task], dict[str, str | None], dict[str, str]]:
+    """Planning, under the preparation lock: --restart, the configuration check, job.json, what is left.
+
+    A worker joining a job that other workers are at work on never starts it over (with accelerate every
+    rank passes the same --restart: the first one restarts, the others join) and adds its inputs to the
+    job's. Returns the files to decode, per file the ``finished_at`` of its row as planned (a row that changed
+    since was written by another worker), and the output file name of each input path."""
+    others = workers.live_workers(job.root, besides=registration.path)
+    if options.restart:
+        state.restart(job, others)
+    rows = state.readable_rows(job)
+    check_config(job, config, rows, joining=bool(others))
+    inputs = [str(r.path) for r in refs]
+    wanted = outputs.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
+    if others:
+        earlier = {}
+        with contextlib.suppress(DamagedState):
+            earlier = job.read_job() or {}
+        inputs = list(dict.fromkeys([*earlier.get("inputs", []), *inputs]))
+        wanted = outputs.join(earlier.get("outputs"), wanted, job.root)
+    job.write_job(config, inputs, wanted)
+    todo = state.plan(refs, job, rows, options, summary)
+    names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
+    return todo, {r["file_id"]: r.get("finished_at") for r in rows}, names
+
+
+def restart_job(root: Path, restart: bool) -> None:
+    """--restart for a launch of several workers: done once, before they start (the workers get no --restart)."""
+    if restart:
+        job = JobDir(root)
+        with job.locked():
+            state.restart(job, workers.live_workers(job.root))
+
+
+def alone_worker(options: JobOptions, config_hash: str, stop) -> Worker:
+    """The worker inside the child that decodes suspect files alone (isolate.py): its own models, no claims."""
+    from ..decode import Transcriber
+
+    set_threads(options)
+    models = job_models(options)
+    transcriber = Transcriber(models, options.decode)
+    job = JobDir(options.out_dir)
+    return Worker(
+        job=job,
+        transcriber=transcriber,
+        options=options,
+        config_hash=config_hash,
+        stop=stop,
+        summary=JobSummary(job.root),
+        seen={},
+        diarizer=load_diarizer(options),
+        alone=True,
+    )

@@ -1,0 +1,43 @@
+"""What a run did, as the CLI reports it: counts, failures, warnings, outputs written; one summary for
+``--workers N`` by merging each worker's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..outputs import Written
+
+
+@dataclass
+class JobSummary:
+    out_dir: Path
+    done: int = 0
+    failed: int = 0
+    already_done: int = 0
+    skipped_failed: int = 0
+    copies: int = 0  # inputs with the same content as another input (decoded once, every path kept)
+    audio_s: float = 0.0
+    wall_s: float = 0.0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[tuple[str, str]] = field(default_factory=list)  # unreadable now; earlier results kept
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # done, with something to check
+    subtitles: list[Path] = field(default_factory=list)
+    kept: list[tuple[Path, Path | None]] = field(default_factory=list)  # outputs a person changed: (kept, new)
+    by_others: int = 0  # finished by other workers of the job while this one ran
+    relabelled: int = 0  # finished files given speaker labels without decoding them again
+    elsewhere: int = 0  # being decoded by other workers when this one ran out of files
+    subtitles_left: bool = False  # other workers still at work: the last one writes the subtitles
+
+    def merge(self, other: JobSummary) -> None:
+        """Add another worker's counts (one summary for `--workers N`)."""
+        for name in ("done", "failed", "audio_s", "by_others", "relabelled"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("already_done", "skipped_failed", "copies"):  # every worker plans the same job: counted once
+            setattr(self, name, max(getattr(self, name), getattr(other, name)))
+        for name in ("failures", "missing", "warnings", "subtitles", "kept"):
+            getattr(self, name).extend(x for x in getattr(other, name) if x not in getattr(self, name))
+
+    def wrote(self, written: Written) -> None:
+        self.subtitles += [p for p in written.paths if p not in self.subtitles]
+        self.kept += [k for k in written.kept if k not in self.kept]
