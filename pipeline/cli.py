@@ -92,7 +92,8 @@ CUE_FLAGS = {
     "speaker_names": (
         "speaker_names",
         str,
-        'Names for Speaker 1, 2, ... in the files, by order of appearance, e.g. "Lena,Walter".',
+        'Names for Speaker 1, 2, ... in the files, by order of appearance, e.g. "Lena,Walter" (a job file can '
+        "give a [speaker_names] table of names per show: jobs/example.toml).",
     ),
 }
 DEFAULTS.update({key: getattr(CueRules, field) for key, (field, _, _) in CUE_FLAGS.items()})
@@ -149,10 +150,13 @@ def cue_options(show_default: bool):
 
 
 def _cue_rules(settings: dict) -> CueRules:
+    from .speaker_names import ShapeError, parse
+
     values = {field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()}
-    names = values["speaker_names"]
-    names = names.split(",") if isinstance(names, str) else names or ()
-    values["speaker_names"] = tuple(n.strip() for n in names if n.strip())
+    try:
+        values["speaker_names"], values["show_speaker_names"] = parse(values["speaker_names"] or None)
+    except ShapeError as exc:
+        raise click.UsageError(str(exc)) from exc
     return CueRules(**values)
 
 
