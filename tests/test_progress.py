@@ -34,7 +34,6 @@ def test_a_file_bar_never_passes_its_total():
         assert "100%" in str(bar) and "0:01:01/0:01:01" in str(bar)
 
 
-
 def _worker(planned_s: float, decoded: list[tuple[str, float]]) -> None:
     """What runner.py does with its bars: a job bar over what it planned, a file bar for each file it decodes (in
     30 s pieces), a line at a second chance, the job bar advanced by each file it finished."""
