@@ -512,7 +512,9 @@ def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, 
     timings, ``words[]`` of ``word/start/end/probability`` (without them openai-whisper leaves ``words`` out
     too), ``language``. podscribe's own fields sit beside them: the segment's ``piece``, ``language``, ``flags``
     (and ``speaker``); the file's ``path``, ``file_id``, ``duration_s``, ``word_timings``, ``speakers``, ``cues``.
-    ``tokens`` is empty: podscribe does not keep token ids per segment (the pieces table has them per piece)."""
+    ``tokens`` is empty: the tables keep no token ids of a done file's segments (the pieces table counts them,
+    ``n_tokens``, and keeps only the ids a second chance added; a piece's ids live in its checkpoint until the
+    file is done)."""
     labelled = rules.speakers and any(s.get("speaker") for s in segments)
     ordered = sorted(segments, key=lambda s: s["segment"])
 
