@@ -117,8 +117,36 @@ verbose_option = click.option(
     is_flag=True,
     expose_value=False,
     callback=_verbose,
-    help="Log debugging details (also before the command).",
+    help="Log debugging details (also before the command; whisper's --verbose True|False too).",
 )
+
+
+def whisper_verbose(args: list[str]) -> list[str]:
+    """openai-whisper's ``--verbose True`` / ``--verbose False`` (and ``=True``) as podscribe's flag: ``-v`` for
+    True, nothing for False (anywhere before ``--``; without the value it is the flag as ever)."""
+    out, rest = [], list(args)
+    while rest:
+        token = rest.pop(0)
+        if token == "--":
+            return out + [token] + rest
+        flag, eq, value = token.partition("=")
+        if normalize_token(flag) != "--verbose":
+            out.append(token)
+            continue
+        if not eq and rest and rest[0].lower() in ("true", "false"):
+            value = rest.pop(0)
+        if eq and value.lower() not in ("true", "false"):
+            raise click.UsageError(f"{token}: --verbose takes True or False (or no value)")
+        if not value or value.lower() == "true":
+            out.append("--verbose")
+    return out
+
+
+class WhisperArgsGroup(click.Group):
+    """The command group, reading whisper's ``--verbose True|False`` before click parses the arguments."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, whisper_verbose(args))
 
 
 def _formats(value) -> list[str]:
@@ -160,7 +188,10 @@ def _cue_rules(settings: dict) -> CueRules:
     return CueRules(**values)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "token_normalize_func": normalize_token})
+@click.group(
+    cls=WhisperArgsGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "token_normalize_func": normalize_token},
+)
 @click.version_option(package_name="podscribe", prog_name="podscribe")
 @click.option("-v", "--verbose", is_flag=True, help="Log debugging details (tracebacks of failed files).")
 def main(verbose: bool) -> None:
