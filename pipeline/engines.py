@@ -4,7 +4,7 @@
 An engine only starts workers: each one runs the same `runner.run` (plan, claim a file, decode, write),
 and the job directory is the only thing they share. No collectives, no gather: a worker that dies
 loses nothing persisted, and the others (or a rerun) take its file again. Only their progress comes back
-to the process that started them, as events (a queue each engine has: multiprocessing's, Ray's), drawn
+to the process that started them, as events (a pipe from each process, a Ray queue from the actors), drawn
 there by one `progress.Board` whatever the engine.
 
 `--restart` is done once, by the process that starts the workers, before any of them starts: a worker

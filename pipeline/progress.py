@@ -133,11 +133,13 @@ class Board:
         self.planned: dict[int, float] = {}
         self.files: dict[int, AudioBar] = {}
         self.slots: dict[int, int] = {}  # source -> the line of its file bar
+        self.closed = False
 
     def handle(self, event: Event) -> None:
         kind, source, *values = event
         with self.lock:
-            getattr(self, f"_{kind}")(source, *values)
+            if not self.closed:  # a stopped run's last events are not drawn under its last words
+                getattr(self, f"_{kind}")(source, *values)
 
     def _job(self, source: int, total_s: float) -> None:
         self.planned[source] = max(self.planned.get(source, 0.0), total_s)
@@ -172,6 +174,7 @@ class Board:
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             for source in list(self.files):
                 self._file_close(source)
             if self.job is not None:
