@@ -97,7 +97,14 @@ def load(path: Path) -> dict:
                     raise ShapeError(f"speaker_names must be a list of names or a table of lists per show; {EXAMPLE}")
                 parse_speaker_names(value)
             except ShapeError as exc:
-                raise JobFileError(f"{path}: {exc}") from exc
+                swallowed = sorted(set(value) & set(KEYS)) if isinstance(value, dict) else []
+                hint = (
+                    f" ({', '.join(swallowed)} went into it: a [speaker_names] table takes every key after it; "
+                    "put it at the end of the file)"
+                    if swallowed
+                    else ""
+                )
+                raise JobFileError(f"{path}: {exc}{hint}") from exc
             continue
         if expected is float and isinstance(value, int):
             value = data[key] = float(value)

@@ -103,6 +103,7 @@ def test_speaker_names_of_a_wrong_shape_in_a_job_file_exit_2_and_create_no_job(t
         ('speaker_names = {garden = {a = ["Lena"]}}', 'speaker_names."garden" must be a list of names'),
         ('speaker_names = {"" = ["Lena"]}', "empty show key"),
         ('speaker_names = ["Lena", ""]', "empty name"),
+        ('[speaker_names]\ngarden = ["Lena"]\nmax_attempts = 3', "max_attempts went into it"),
     ):
         job = tmp_path / "job.toml"
         job.write_text(f'inputs = ["ep.mp3"]\nout = "{out}"\n{bad}\n')
