@@ -92,7 +92,8 @@ CUE_FLAGS = {
     "speaker_names": (
         "speaker_names",
         str,
-        'Names for Speaker 1, 2, ... in the files, by order of appearance, e.g. "Lena,Walter".',
+        'Names for Speaker 1, 2, ... in the files, by order of appearance, e.g. "Lena,Walter" (a job file can '
+        "give a [speaker_names] table of names per show: jobs/example.toml).",
     ),
 }
 DEFAULTS.update({key: getattr(CueRules, field) for key, (field, _, _) in CUE_FLAGS.items()})
@@ -116,8 +117,36 @@ verbose_option = click.option(
     is_flag=True,
     expose_value=False,
     callback=_verbose,
-    help="Log debugging details (also before the command).",
+    help="Log debugging details (also before the command; whisper's --verbose True|False too).",
 )
+
+
+def whisper_verbose(args: list[str]) -> list[str]:
+    """openai-whisper's ``--verbose True`` / ``--verbose False`` (and ``=True``) as podscribe's flag: ``-v`` for
+    True, nothing for False (anywhere before ``--``; without the value it is the flag as ever)."""
+    out, rest = [], list(args)
+    while rest:
+        token = rest.pop(0)
+        if token == "--":
+            return out + [token] + rest
+        flag, eq, value = token.partition("=")
+        if normalize_token(flag) != "--verbose":
+            out.append(token)
+            continue
+        if not eq and rest and rest[0].lower() in ("true", "false"):
+            value = rest.pop(0)
+        if eq and value.lower() not in ("true", "false"):
+            raise click.UsageError(f"{token}: --verbose takes True or False (or no value)")
+        if not value or value.lower() == "true":
+            out.append("--verbose")
+    return out
+
+
+class WhisperArgsGroup(click.Group):
+    """The command group, reading whisper's ``--verbose True|False`` before click parses the arguments."""
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, whisper_verbose(args))
 
 
 def _formats(value) -> list[str]:
@@ -149,14 +178,20 @@ def cue_options(show_default: bool):
 
 
 def _cue_rules(settings: dict) -> CueRules:
+    from .speaker_names import ShapeError, parse
+
     values = {field: settings[key] for key, (field, _, _) in CUE_FLAGS.items()}
-    names = values["speaker_names"]
-    names = names.split(",") if isinstance(names, str) else names or ()
-    values["speaker_names"] = tuple(n.strip() for n in names if n.strip())
+    try:
+        values["speaker_names"], values["show_speaker_names"] = parse(values["speaker_names"] or None)
+    except ShapeError as exc:
+        raise click.UsageError(str(exc)) from exc
     return CueRules(**values)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "token_normalize_func": normalize_token})
+@click.group(
+    cls=WhisperArgsGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "token_normalize_func": normalize_token},
+)
 @click.version_option(package_name="podscribe", prog_name="podscribe")
 @click.option("-v", "--verbose", is_flag=True, help="Log debugging details (tracebacks of failed files).")
 def main(verbose: bool) -> None:

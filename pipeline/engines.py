@@ -3,7 +3,9 @@
 
 An engine only starts workers: each one runs the same `runner.run` (plan, claim a file, decode, write),
 and the job directory is the only thing they share. No collectives, no gather: a worker that dies
-loses nothing persisted, and the others (or a rerun) take its file again.
+loses nothing persisted, and the others (or a rerun) take its file again. Only their progress comes back
+to the process that started them, as events (a pipe from each process, a Ray queue from the actors), drawn
+there by one `progress.Board` whatever the engine.
 
 `--restart` is done once, by the process that starts the workers, before any of them starts: a worker
 restarted by its engine (Ray restarts dead actors) must never start the job over.
@@ -11,8 +13,11 @@ restarted by its engine (Ray restarts dead actors) must never start the job over
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import queue
 import signal
@@ -21,10 +26,12 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import progress
 from .errors import PodscribeError, UsageProblem
 from .export import export_job
 from .isolate import die_with_parent
@@ -65,7 +72,7 @@ def _device_of(options: JobOptions, index: int) -> str:
     return options.device
 
 
-def _child(inputs: list[str], options: JobOptions, results, stop, parent_pid: int) -> None:
+def _child(inputs: list[str], options: JobOptions, results, stop, parent_pid: int, events=None, rank: int = 0) -> None:
     """A spawned worker. It ends with its parent (no orphan decoding unseen). Its stop comes from the parent
     (``stop``, set on the parent's first Ctrl-C or SIGTERM): Ctrl-C at a terminal reaches the whole process group,
     and a signal forwarded on top of it must not count as a second one, which drops the batch in hand. So it
@@ -83,6 +90,8 @@ def _child(inputs: list[str], options: JobOptions, results, stop, parent_pid: in
     signal.signal(signal.SIGTERM, handler)
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(message)s")
     quiet_libraries()
+    if events is not None:  # its bars are drawn by the parent
+        progress.forward(events.send, rank)
     try:
         results.put(run(inputs, options, stop=stop))
     except (Interrupted, KeyboardInterrupt):
@@ -109,57 +118,119 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
     children_stop = spawn.Event()
-    children = []
+    children, readers = [], []  # a pipe of progress events each: a child killed mid-write harms only its own
     for i in range(1, n):
+        reader, events = spawn.Pipe(duplex=False) if options.progress else (None, None)
         child_options = replace(
             options,
             restart=False,
-            progress=False,
+            progress=options.progress,
             export_at_end=False,
             writes_outputs=False,
             threads=threads,
             device=_device_of(options, i),
         )
         proc = spawn.Process(
-            target=_child, args=(inputs, child_options, results, children_stop, os.getpid()), daemon=False
+            target=_child, args=(inputs, child_options, results, children_stop, os.getpid(), events, i), daemon=False
         )
         proc.start()
         children.append(proc)
+        if reader is not None:
+            events.close()  # the child's end: read to its end when the child has ended
+            readers.append(reader)
 
     def forward() -> None:  # a stop of this process (Ctrl-C, SIGTERM from systemd or docker) is theirs too
         stop.wait()
         children_stop.set()
 
     threading.Thread(target=forward, daemon=True).start()
+    drawn = _Drawn(options.progress, functools.partial(_from_pipes, readers))
     own = replace(options, restart=False, threads=threads, device=_device_of(options, 0))
     try:
-        models = job_models(own)  # loaded once for both of this process's passes
-        summary = run(inputs, replace(own, export_at_end=False), models, stop=stop)
-    except KeyboardInterrupt:  # a second signal: stop at once, the children too
-        for proc in children:
-            if proc.is_alive():
-                proc.kill()
+        try:
+            models = job_models(own)  # loaded once for both of this process's passes
+            summary = run(inputs, replace(own, export_at_end=False), models, stop=stop)
+        except KeyboardInterrupt:  # a second signal: stop at once, the children too
+            for proc in children:
+                if proc.is_alive():
+                    proc.kill()
+            raise
+        finally:
+            others = _collect(results, children)  # before join: a child waits until what it put is read
+            for proc in children:
+                proc.join()
+        for other in others:
+            if other is not None:
+                summary.merge(other)
+        died = [proc for proc in children if proc.exitcode not in (0, None)]
+        if stop.is_set():
+            raise Interrupted()
+        for proc in died:
+            log.warning("worker %d died (exit code %s); its file is taken again", proc.pid, proc.exitcode)
+        planned = (summary.already_done, summary.skipped_failed)
+        last = run(inputs, own, models, stop=stop)  # what dead workers left, and the subtitles once all are done
+    except BaseException:
+        drawn.close(wait=False)
         raise
-    finally:
-        others = _collect(results, children)  # before join: a child waits until what it put is read
-        for proc in children:
-            proc.join()
-    for other in others:
-        if other is not None:
-            summary.merge(other)
-    died = [proc for proc in children if proc.exitcode not in (0, None)]
-    if stop.is_set():
-        raise Interrupted()
-    for proc in died:
-        log.warning("worker %d died (exit code %s); its file is taken again", proc.pid, proc.exitcode)
-    planned = (summary.already_done, summary.skipped_failed)
-    last = run(inputs, own, models, stop=stop)  # what dead workers left, and the subtitles once all are done
+    drawn.close()
     summary.merge(last)
     summary.already_done, summary.skipped_failed = planned  # the last pass sees this run's own rows as earlier
     summary.subtitles_left = last.subtitles_left
     summary.by_others = summary.elsewhere = 0
     summary.wall_s = time.monotonic() - start
     return summary
+
+
+class _Drawn:
+    """Every worker's progress drawn in this process by one ``progress.Board``: this process's own bars, forwarded
+    to it, and the other workers' events, which a thread reads from ``events()`` (it ends when they have)."""
+
+    def __init__(self, enabled: bool, events: Callable[[], Iterator[tuple]]):
+        self.board = progress.Board(enabled)
+        self.thread: threading.Thread | None = None
+        if enabled:
+            progress.forward(self.board.handle, 0)
+            self.thread = threading.Thread(target=self._draw, args=(events,), daemon=True)
+            self.thread.start()
+
+    def _draw(self, events) -> None:
+        with contextlib.suppress(Exception):  # a stopped run: the engine may be gone before the reader
+            for event in events():
+                self.board.handle(event)
+
+    def close(self, wait: bool = True) -> None:
+        """``wait``: for the last events of workers that have ended (not on a stop or an error)."""
+        if self.thread is not None and wait:
+            self.thread.join()
+        progress.forward(None)
+        self.board.close()
+
+
+def _from_pipes(readers: list) -> Iterator[tuple]:
+    """The events of the children, until each child's pipe ends (a message cut by a kill ends it too)."""
+    readers = list(readers)
+    while readers:
+        for conn in multiprocessing.connection.wait(readers):
+            try:
+                event = conn.recv()
+            except Exception:  # EOF: the child ended; a pickle cut short: it was killed mid-write
+                readers.remove(conn)
+                conn.close()
+                continue
+            yield event
+
+
+def _from_ray_queue(events, ended: threading.Event) -> Iterator[tuple]:
+    """The actors' events, until ``ended`` (every actor has returned: their puts are all in the queue)."""
+    from ray.util.queue import Empty
+
+    while True:
+        try:
+            yield events.get(timeout=0.25)
+        except Empty:
+            if ended.is_set():
+                yield from events.get_nowait_batch(events.qsize())  # put between that look and ``ended``
+                return
 
 
 def _collect(results, children) -> list:
@@ -187,8 +258,9 @@ class RayWorker:
     """One Ray actor: the models are loaded once inside it (its arguments are paths and options, never
     models), then it runs the worker loop on the job dir, which must be on storage it can see."""
 
-    def __init__(self, inputs: list[str], options: JobOptions, marker: str):
+    def __init__(self, inputs: list[str], options: JobOptions, marker: str, events=None, rank: int = 0):
         self.inputs, self.options, self.marker = inputs, options, marker
+        self.events, self.rank = events, rank  # a Ray queue the driver draws its progress from
 
     def run(self) -> JobSummary:
         if not (Path(self.options.out_dir) / self.marker).exists():
@@ -198,7 +270,9 @@ class RayWorker:
                 "(NFSv4, CephFS; POSIX rename and flock are needed, an object store will not do)"
             )
         quiet_libraries()
-        return run(self.inputs, self.options, stop=threading.Event())
+        if self.events is not None:
+            progress.forward(self.events.put, self.rank)
+        return run(self.inputs, replace(self.options, progress=self.events is not None), stop=threading.Event())
 
 
 def run_ray(
@@ -211,6 +285,7 @@ def run_ray(
     try:
         import ray
         from ray.exceptions import RayActorError, RayTaskError
+        from ray.util.queue import Queue
     except ImportError as exc:
         raise UsageProblem("--engine ray needs Ray: pip install 'podscribe[ray]'") from exc
     start = time.monotonic()
@@ -255,17 +330,26 @@ def run_ray(
             writes_outputs=False,
             threads=options.threads or threads,
         )  # Ray gives each actor its GPU
-        actors = [actor.remote(inputs, worker_options, marker) for _ in range(n)]
+        events = Queue(actor_options={"num_cpus": 0}) if options.progress else None
+        actors = [actor.remote(inputs, worker_options, marker, events, i + 1) for i in range(n)]
+        ended = threading.Event()
+        drawn = _Drawn(options.progress, functools.partial(_from_ray_queue, events, ended))
         summary, failures = JobSummary(out_dir), []
-        for ref in [a.run.remote() for a in actors]:
-            try:
-                summary.merge(ray.get(ref))
-            except RayTaskError as exc:
-                if isinstance(exc.cause, PodscribeError):
-                    raise exc.cause from None
-                failures.append(str(exc).splitlines()[0])
-            except RayActorError as exc:
-                failures.append(f"a Ray worker died {options.max_attempts + 1} times: {str(exc).splitlines()[0]}")
+        try:
+            for ref in [a.run.remote() for a in actors]:
+                try:
+                    summary.merge(ray.get(ref))
+                except RayTaskError as exc:
+                    if isinstance(exc.cause, PodscribeError):
+                        raise exc.cause from None
+                    failures.append(str(exc).splitlines()[0])
+                except RayActorError as exc:
+                    failures.append(f"a Ray worker died {options.max_attempts + 1} times: {str(exc).splitlines()[0]}")
+        except BaseException:
+            drawn.close(wait=False)
+            raise
+        ended.set()
+        drawn.close()
         for failure in failures:
             log.warning("%s", failure)
     finally:

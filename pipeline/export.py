@@ -53,6 +53,7 @@ from pathlib import Path
 from .errors import StorageError, UsageProblem
 from .manifest import JobDir, damage_hint, row_paths
 from .outputs import OutputDir, Written, output_names
+from .speaker_names import names_for
 
 log = logging.getLogger("podscribe")
 FORMATS = ("txt", "vtt", "srt", "tsv", "json")  # the order of openai-whisper's `all`
@@ -106,6 +107,7 @@ class CueRules:
     max_lead_s: float = 0.3
     speakers: bool = True  # a diarized job's labels in the files (cues never span a speaker change either way)
     speaker_names: tuple[str, ...] = ()  # names for Speaker 1, 2, ... (numbered by first appearance)
+    show_speaker_names: tuple = ()  # (folder or glob, names) per show, first match wins (speaker_names.py)
 
 
 @dataclass
@@ -510,7 +512,9 @@ def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, 
     timings, ``words[]`` of ``word/start/end/probability`` (without them openai-whisper leaves ``words`` out
     too), ``language``. podscribe's own fields sit beside them: the segment's ``piece``, ``language``, ``flags``
     (and ``speaker``); the file's ``path``, ``file_id``, ``duration_s``, ``word_timings``, ``speakers``, ``cues``.
-    ``tokens`` is empty: podscribe does not keep token ids per segment (the pieces table has them per piece)."""
+    ``tokens`` is empty: the tables keep no token ids of a done file's segments (the pieces table counts them,
+    ``n_tokens``, and keeps only the ids a second chance added; a piece's ids live in its checkpoint until the
+    file is done)."""
     labelled = rules.speakers and any(s.get("speaker") for s in segments)
     ordered = sorted(segments, key=lambda s: s["segment"])
 
@@ -632,12 +636,17 @@ def write_outputs(
 ) -> Written:
     """One done file's outputs, for each of its paths (``only``: those among them), as its row turns done. An
     output that cannot be written for its own name is skipped and described in ``problems``."""
-    segments = named_speakers(sorted(segments, key=lambda seg: seg["segment"]), rules.speaker_names)
-    cues, timed = build_cues(segments, rules, row["duration_s"])
+    ordered = sorted(segments, key=lambda seg: seg["segment"])
+    laid_out: dict[tuple[str, ...], tuple] = {}  # per set of speaker names (copies may be in several shows)
     contents: dict[str, bytes] = {}
     for path in row_paths(row):
         if only is not None and path not in only:
             continue
+        speakers = names_for(path, rules.speaker_names, rules.show_speaker_names)
+        if speakers not in laid_out:
+            named = named_speakers(ordered, speakers)
+            laid_out[speakers] = (named, *build_cues(named, rules, row["duration_s"]))
+        segments, cues, timed = laid_out[speakers]
         name = names.get(path) or output_names([path])[path]
         if name != Path(path).stem and path not in _NAMED:
             _NAMED.add(path)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import UsageProblem
+from .speaker_names import EXAMPLE, ShapeError
+from .speaker_names import parse as parse_speaker_names
 
 try:
     import tomllib
@@ -62,7 +64,7 @@ KEYS = {
     "max_speakers": int,
     "diarizer": str,
     "speaker_labels": bool,
-    "speaker_names": list,
+    "speaker_names": (list, dict),  # one list for every input, or a table of lists per show (speaker_names.py)
 }
 
 
@@ -89,6 +91,21 @@ def load(path: Path) -> dict:
         raise JobFileError(f"{path}: unknown keys {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
     for key, value in data.items():
         expected = KEYS[key]
+        if key == "speaker_names":
+            try:
+                if not isinstance(value, (list, dict)):  # a string is the command line's form
+                    raise ShapeError(f"speaker_names must be a list of names or a table of lists per show; {EXAMPLE}")
+                parse_speaker_names(value)
+            except ShapeError as exc:
+                swallowed = sorted(set(value) & set(KEYS)) if isinstance(value, dict) else []
+                hint = (
+                    f" ({', '.join(swallowed)} went into it: a [speaker_names] table takes every key after it; "
+                    "put it at the end of the file)"
+                    if swallowed
+                    else ""
+                )
+                raise JobFileError(f"{path}: {exc}{hint}") from exc
+            continue
         if expected is float and isinstance(value, int):
             value = data[key] = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):

@@ -237,3 +237,37 @@ def test_hub_names_and_an_unreachable_hub_never_wait_for_dns(monkeypatch):
     with pytest.raises(registry.ModelUnavailable, match="openai/whisper-medium.*cannot be reached"):
         registry.check_name("medium")
     never.set()
+
+
+def test_whisper_verbose_true_and_false_are_the_flag_and_its_absence(jfk, tmp_path):
+    """openai-whisper takes `--verbose True|False`: the value was read as an input (`False` as a missing file) or,
+    before the subcommand, as a command name."""
+    import logging
+
+    from click.testing import CliRunner
+
+    from pipeline.cli import main, whisper_verbose
+
+    assert whisper_verbose(["-v", "a.mp3"]) == ["-v", "a.mp3"]
+    assert whisper_verbose(["--verbose", "False", "a.mp3", "--", "--verbose", "True"]) == [
+        "a.mp3",
+        "--",
+        "--verbose",
+        "True",
+    ]
+    root = logging.getLogger()
+    before = root.level
+    try:
+        for args, debug in (
+            (["transcribe", "--verbose", "True"], True),
+            (["--verbose", "False", "transcribe"], False),
+            (["transcribe", "--verbose=False"], False),
+        ):
+            root.setLevel(logging.WARNING)
+            dry = [*args, "--model", "tiny.en", "--dry-run", "-o", str(tmp_path), str(jfk)]
+            result = CliRunner().invoke(main, dry, catch_exceptions=False)
+            assert result.exit_code == 0, (args, result.output)
+            assert "1 inputs" in result.output and "cannot be read" not in result.output, (args, result.output)
+            assert (root.level == logging.DEBUG) == debug, args
+    finally:
+        root.setLevel(before)

@@ -32,3 +32,45 @@ def test_a_file_bar_never_passes_its_total():
             bar.advance(piece_s)
         assert bar.n == 61.0
         assert "100%" in str(bar) and "0:01:01/0:01:01" in str(bar)
+
+
+def _worker(planned_s: float, decoded: list[tuple[str, float]]) -> None:
+    """What runner.py does with its bars: a job bar over what it planned, a file bar for each file it decodes (in
+    30 s pieces), a line at a second chance, the job bar advanced by each file it finished."""
+    with progress.job_bar(planned_s, True) as job:
+        for name, seconds in decoded:
+            with progress.file_bar(name, seconds, True) as bar:
+                left = seconds
+                while left > 0:
+                    bar.advance(min(30.0, left))
+                    left -= 30.0
+                progress.say(f"{name}: piece 1 at its second chance", True)
+            job.advance(seconds)
+
+
+def test_workers_that_forward_their_bars_are_drawn_by_one_board():
+    """A --workers child or a Ray actor draws nothing: its bars are events, and the process that owns the terminal
+    draws every worker's with the same bars: one job bar over all their files (the largest plan: a worker that
+    started later plans what is left), one file bar per worker, their lines above."""
+    files = [("a.mp3", 95.0), ("b.mp3", 61.5), ("c.mp3", 30.25)]
+    events: list[tuple] = []
+    try:
+        progress.forward(events.append, 1)
+        _worker(186.75, files[:2])
+        progress.forward(events.append, 2)
+        _worker(30.25, files[2:])
+    finally:
+        progress.forward(None)
+    assert events[0] == ("job", 1, 186.75) and ("say", 2, "c.mp3: piece 1 at its second chance") in events
+    sink = io.StringIO()
+    board = progress.Board(True, file=sink, mininterval=0)
+    for event in events:
+        board.handle(event)
+        if event[0] == "file_advance":
+            assert board.files[event[1]].n <= board.files[event[1]].total
+    assert board.slots == {1: 1, 2: 2}, "a file bar a worker"
+    assert board.job.n == board.job.total == 186.75
+    final = str(board.job)
+    board.close()
+    assert "100%" in final and "0:03:07/0:03:07 of audio" in final, final
+    assert "c.mp3: piece 1 at its second chance" in sink.getvalue()

@@ -279,3 +279,21 @@ def test_two_workers_on_one_piece_clips_decode_each_file_once(english_human, cac
     decodes = Counter(x.split()[1] for x in lines(trace) if x.startswith("decoded"))
     assert len(decodes) == len(clips) and set(decodes.values()) == {1}, decodes
     assert len(ds.dataset(out / "files").to_table()) == len(clips)
+
+
+def test_ray_actors_and_local_workers_show_the_whole_job_s_progress_from_one_renderer(clips, cache_dir, tmp_path):
+    """Ray's driver showed no progress at all, and `--workers 2` showed only the first process's own files: the
+    workers' bars are drawn by the process that started them, one job bar over every file (100%, the job's whole
+    audio) and a file bar for each file whoever decoded it."""
+    pytest.importorskip("ray")
+    from pipeline.progress import clock
+
+    two = [c.path for c in clips if c.path.name in ("jfk.flac", "stereo_diarization_left.wav")]
+    args = ["--model", "tiny.en", "--language", "en"]  # no -q: the bars are what is tested
+    for engine in ("ray", "local"):
+        out = tmp_path / engine
+        code, stdout, stderr = finish(start(out, two, cache_dir, None, "--engine", engine, "--workers", "2", args=args))
+        assert code == 0 and "done: 2, failed: 0" in stdout, (engine, stdout, stderr[-3000:])
+        whole = clock(sum(r["duration_s"] for r in ds.dataset(out / "files").to_table().to_pylist()))
+        assert "job: 100%" in stderr and f"{whole}/{whole} of audio" in stderr, (engine, stderr[-3000:])
+        assert all(f"{path.name}: " in stderr for path in two), (engine, stderr[-3000:])

@@ -84,3 +84,36 @@ def test_a_prompt_longer_than_whisper_keeps_is_trimmed_with_a_warning_and_the_fa
     assert "only 223 fit before a piece" in result.stderr, result.stderr
     row = ds.dataset(out / "files").to_table().to_pylist()[0]
     assert row["status"] == "done" and row["n_segments"] > 0, row
+
+
+def test_speaker_names_of_a_wrong_shape_in_a_job_file_exit_2_and_create_no_job(tmp_path):
+    """Names per show are a table of lists; anything else is named before a job exists (a job file is read
+    before any model or input is looked at)."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    out = tmp_path / "job"
+    for bad, said in (
+        ('speaker_names = "Lena, Walter"', "speaker_names must be a list of names or a table"),
+        ('speaker_names = {garden = "Lena"}', 'speaker_names."garden" must be a list of names'),
+        ("speaker_names = {garden = [1, 2]}", 'speaker_names."garden" must be a list of names (strings)'),
+        ('speaker_names = {garden = {a = ["Lena"]}}', 'speaker_names."garden" must be a list of names'),
+        ('speaker_names = {"" = ["Lena"]}', "empty show key"),
+        ('speaker_names = ["Lena", ""]', "empty name"),
+        ('[speaker_names]\ngarden = ["Lena"]\nmax_attempts = 3', "max_attempts went into it"),
+    ):
+        job = tmp_path / "job.toml"
+        job.write_text(f'inputs = ["ep.mp3"]\nout = "{out}"\n{bad}\n')
+        result = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "run", str(job), "-q"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert result.returncode == EXIT_USAGE and said in result.stderr, (bad, result.stderr)
+        assert "Traceback" not in result.stderr and not out.exists(), bad

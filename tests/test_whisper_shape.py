@@ -170,3 +170,26 @@ def test_speaker_names_by_order_of_appearance(tmp_path):
         "Walter",
     ]
     assert "<v Walter>" in (tmp_path / "ep.vtt").read_text()
+
+
+def test_speaker_names_per_show_from_a_job_file_reach_each_show_s_files(tmp_path):
+    """A job file's table of names per show (folder name or glob, first match wins, "*" for the rest): each
+    input's files get its show's names, also through the outputs recorded in job.json (lists, not tuples)."""
+    from pipeline import jobfile, outputs
+    from pipeline.cli import _cue_rules, _settings
+    from pipeline.export import write_outputs
+
+    job_file = tmp_path / "archive.toml"
+    job_file.write_text(
+        'inputs = ["shows"]\nsubtitles = ["txt"]\n[speaker_names]\n'
+        '"garden-hour" = ["Lena", "Walter"]\n"*/tech-*/*.mp3" = ["Ann", "Bo"]\n"*" = ["Host"]\n'
+    )
+    rules = _cue_rules(_settings({}, jobfile.load(job_file)))
+    recorded = CueRules(**outputs.spec(["txt"], tmp_path, rules)["cue_rules"])  # as a joining worker reads it
+    paths = ["/a/garden-hour/2024/ep.mp3", "/a/tech-talk/ep.mp3", "/a/news/ep.mp3"]
+    names = {paths[0]: "garden", paths[1]: "tech", paths[2]: "news"}
+    for rule_set in (rules, recorded):
+        write_outputs({**ROW, "paths": paths}, rows(speakers=True), ["txt"], tmp_path, rule_set, names)
+        assert (tmp_path / "garden.txt").read_text() == "Lena: Welcome back.\n\nWalter: Thanks for having me.\n"
+        assert (tmp_path / "tech.txt").read_text() == "Ann: Welcome back.\n\nBo: Thanks for having me.\n"
+        assert (tmp_path / "news.txt").read_text() == "Host: Welcome back.\n\nSpeaker 2: Thanks for having me.\n"
