@@ -12,7 +12,7 @@ Closing the consumer early (a stop signal, an error in the model) stops the prod
 iterator in its own thread, so ffmpeg is not left running.
 
 The thread starts when ``ahead`` is called, not at the first item: the runner opens the files of the
-next group while the model decodes the current one (``runner._Lookahead``), so a job of many short files
+next group while the model decodes the current one (``job.stream.Lookahead``), so a job of many short files
 does not wait on ffmpeg between batches either.
 """
 
