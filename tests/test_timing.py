@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.timing import dtw
+from pipeline.decode.timing import dtw
 
 
 def _planted(n: int, m: int, rng: np.random.Generator) -> list[tuple[int, int]]:

@@ -6,6 +6,7 @@
 - ``kv_cache.py``: the decoder forward with a preallocated per-row KV cache;
 - ``rules.py``: Whisper's logits rules (suppression, timestamps), vectorised;
 - ``forced.py``: the teacher-forced pass (scoring, word timings, language detection read Whisper through it);
+- ``timing.py``: word timings (alignment-head cross-attention + DTW, Whisper's method);
 - ``recover.py``: second chances: the coverage check and the beam fallback (pure decisions);
 - ``reference.py``: transformers' own generate, the reference the tests and benchmark compare with;
 - ``auto.py``: ``--assistant auto``, a calibration that picks the fastest identical mode;

@@ -1,7 +1,7 @@
 """The teacher-forced decoder pass: the main model's logits for given token rows in one forward call.
 
 Three steps read Whisper through it — scoring (average log-probability, transcriber.py), word timings
-(cross-attention of the text, timing.py) and language detection / no-speech probability (the first step
+(cross-attention of the text, decode/timing.py) and language detection / no-speech probability (the first step
 after <|startoftranscript|>) — so rows are padded and fed one way everywhere. Given the batch's
 ``CrossKV`` (kv_cache.py), the pass reads those cross-attention keys/values instead of projecting its own.
 """

@@ -48,13 +48,13 @@ from ..audio import SAMPLE_RATE, rms_db
 from ..models.load import Models
 from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
 from ..runtime import return_freed_memory
-from ..timing import word_timings
 from . import auto, recover
 from .forced import first_step_logits, forced_hidden, padded, row_logits
 from .generate import Generated, Generator, encode, log_mel
 from .kv_cache import CrossKV
 from .options import DecodeOptions
 from .rules import RuleState
+from .timing import word_timings
 
 log = logging.getLogger("podscribe")
 

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .decode.forced import forced_hidden, padded, row_logits
-from .records import Word
-from .whisper import ENCODER_FRAMES_PER_S
+from ..records import Word
+from ..whisper import ENCODER_FRAMES_PER_S
+from .forced import forced_hidden, padded, row_logits
 
 PREPEND = "\"'“¿([{-"
 APPEND = "\"'.。,，!！?？:：”)]}、"
