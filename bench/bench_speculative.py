@@ -28,7 +28,7 @@ import torch
 from bench.common import SPEECH, english_clips, long_form
 from pipeline import audio
 from pipeline.decode.generate import Generator
-from pipeline.decode.reference import hf_generate
+from pipeline.decode.hf_generate import hf_generate
 from pipeline.metrics import wer
 from pipeline.models.load import Models, load_assistant, load_models
 from pipeline.runtime import pick_runtime

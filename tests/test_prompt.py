@@ -22,7 +22,7 @@ from helpers import perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.decode.generate import Generator
-from pipeline.decode.reference import hf_generate
+from pipeline.decode.hf_generate import hf_generate
 from pipeline.models.load import quantized_self_draft
 
 # names base gets wrong in shared clips (LJ001-0007: "Guttenberg"; LJ001-0031: "Sué and Haim and Panerks ... Suviacol")

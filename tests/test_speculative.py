@@ -21,8 +21,8 @@ from transformers.generation.logits_process import (
 from helpers import int8_copy, perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.decode.generate import Generator, encode, log_mel
+from pipeline.decode.hf_generate import hf_generate
 from pipeline.decode.kv_cache import KVCacheDecoder
-from pipeline.decode.reference import hf_generate
 from pipeline.decode.rules import RuleState, WhisperRules
 from pipeline.decode.speculative import DraftPolicy
 from pipeline.metrics import wer

@@ -8,7 +8,8 @@
 - ``forced.py``: the teacher-forced pass (scoring, word timings, language detection read Whisper through it);
 - ``timing.py``: word timings (alignment-head cross-attention + DTW, Whisper's method);
 - ``recover.py``: second chances: the coverage check and the beam fallback (pure decisions);
-- ``reference.py``: transformers' own generate, the reference the tests and benchmark compare with;
+- ``hf_generate.py``: transformers' own generate: the fallback's beam search and seeded sampling run through
+  it, and the tests and benchmarks compare podscribe's loop with it;
 - ``auto.py``: ``--assistant auto``, a calibration that picks the fastest identical mode;
 - ``options.py``: ``DecodeOptions`` (light: importing it loads no torch).
 

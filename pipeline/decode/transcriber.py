@@ -293,7 +293,7 @@ class Transcriber:
     def _again(self, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
         """One piece decoded by transformers' generate (main model; beam search or seeded sampling), as
         podscribe's loop returns it."""
-        from .reference import hf_generate
+        from .hf_generate import hf_generate
 
         cuda = [features.device.index or 0] if features.device.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):  # seeded here, the caller's random state untouched

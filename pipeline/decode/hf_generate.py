@@ -1,9 +1,9 @@
-"""transformers' own Whisper ``generate``: the reference podscribe's loop is identical to.
+"""transformers' own Whisper ``generate``, in two roles.
 
-The tests compare token ids with it and ``bench/`` times it; the pipeline uses it only for the
-fallback of pieces that fail Whisper's checks (``recover.py``: beam search, then seeded sampling),
-main model alone, a piece at a time; there its beams share the piece's cross-attention cache
-(``beams_share_one_source``).
+In the pipeline it runs the fallback of pieces that fail Whisper's checks (``recover.py``: beam search,
+then seeded sampling), main model alone, a piece at a time; there its beams share the piece's
+cross-attention cache (``beams_share_one_source``). For the tests and ``bench/`` it is the reference
+podscribe's own loop must equal token for token.
 Greedy (``num_beams=1`` set explicitly: the ASR pipeline would otherwise default to
 beam search, which silently disables an assistant), ``return_segments=True``.
 transformers' assisted generation is batch-size 1, so with an assistant rows go one by one.
