@@ -19,7 +19,8 @@ import torch
 
 from helpers import int8_copy, with_assistant, write_wav
 from pipeline import audio
-from pipeline.decode import DecodeOptions, Transcriber, recover, reference
+from pipeline.decode import DecodeOptions, Transcriber, recover
+from pipeline.decode import hf_generate as transformers_generate
 from pipeline.decode.generate import encode
 from pipeline.models.load import quantized_self_draft
 from pipeline.runner import JobOptions, run
@@ -173,11 +174,11 @@ def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_e
             runs = {}
             for name in ("shared", "transformers'"):
                 stored.clear(), projected.clear()
-                (runs[name],) = reference.hf_generate(
+                (runs[name],) = transformers_generate.hf_generate(
                     model, features, ["en"], True, None, encoded, num_beams=5, max_new_tokens=recover.MAX_NEW_TOKENS
                 )
                 runs[name + " rows"] = set(stored), projected[:]
-                monkeypatch.setattr(reference, "beams_share_one_source", lambda model: nullcontext())
+                monkeypatch.setattr(transformers_generate, "beams_share_one_source", lambda model: nullcontext())
             monkeypatch.undo()
         finally:
             for handle in handles:
