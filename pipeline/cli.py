@@ -17,11 +17,12 @@ import click
 
 from . import errors, jobfile
 from .audio import CutOptions
+from .cues import CueRules
 from .decode.options import DecodeOptions
 from .diarize.options import BACKENDS, DiarizeOptions, decoded_without_words
 from .distill.command import distill_command
 from .errors import PodscribeError
-from .export import ALL_FORMATS, FORMATS, CueRules
+from .export import ALL_FORMATS, FORMATS
 from .languages import language_code
 from .models.registry import SELF_INT8, ModelUnavailable, check_name, list_drafts, list_offline, resolve
 from .runtime import COMPUTE_TYPES

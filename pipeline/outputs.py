@@ -219,7 +219,8 @@ def export_recorded(
 ) -> Written:
     """The recorded subtitles written; an output that cannot be written for its own name is described in
     ``problems`` and the others are written."""
-    from .export import CueRules, export_job
+    from .cues import CueRules
+    from .export import export_job
 
     rules = CueRules(**recorded["cue_rules"])
     return export_job(root, recorded["subtitles"], folder(root, recorded), rules, problems, only=only, named=named)

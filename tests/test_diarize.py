@@ -16,11 +16,12 @@ import torch
 
 from helpers import JOB_ARGS, finish, lines, podscribe, start, write_wav
 from pipeline import audio
+from pipeline.cues import CueRules, build_cues
 from pipeline.diarize import cluster, short, turns
 from pipeline.diarize.diarizer import Stream
 from pipeline.diarize.options import DiarizeOptions
 from pipeline.errors import UsageProblem
-from pipeline.export import CueRules, build_cues, to_json, to_srt, to_tsv, to_txt, to_vtt
+from pipeline.export import to_json, to_srt, to_tsv, to_txt, to_vtt
 from pipeline.records import Turn
 
 # -- fast: pure parts ------------------------------------------------------------------------------------------

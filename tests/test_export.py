@@ -15,8 +15,9 @@ from test_cues import assert_rules_or_flags
 
 from helpers import ffmpeg
 from pipeline import audio
+from pipeline.cues import CueRules, build_cues, split_lines
 from pipeline.decode import DecodeOptions, Transcriber
-from pipeline.export import CueRules, build_cues, split_lines, to_srt, to_vtt
+from pipeline.export import to_srt, to_vtt
 from pipeline.runner import JobOptions, run
 
 RULES = CueRules()

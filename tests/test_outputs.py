@@ -13,8 +13,8 @@ import pytest
 
 from helpers import finish, lines, podscribe, start
 from pipeline import outputs, workers
+from pipeline.cues import CueRules
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_USAGE, ConfigChanged
-from pipeline.export import CueRules
 
 
 def test_outputs_of_workers_join_when_one_side_asks_for_none_and_refuse_when_they_differ(tmp_path):

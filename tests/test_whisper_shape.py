@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.export import CueRules, build_cues, to_json, to_tsv
+from pipeline.cues import CueRules, build_cues
+from pipeline.export import to_json, to_tsv
 
 ROW = {"path": "/x/ep.mp3", "file_id": "f", "duration_s": 9.0, "language": "en"}
 

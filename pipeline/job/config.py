@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 from .. import workers
 from ..audio import CutOptions
+from ..cues import CueRules
 from ..decode import DecodeOptions
 from ..diarize.options import DiarizeOptions
 from ..errors import ConfigChanged, DamagedState, UsageProblem
-from ..export import CueRules
 from ..manifest import JobDir
 from ..runtime import pick_runtime, recorded_compute_type
 
