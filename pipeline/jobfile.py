@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import UsageProblem
+from .options import JOB_FILE_KEYS
 from .speaker_names import EXAMPLE, ShapeError
 from .speaker_names import parse as parse_speaker_names
 
@@ -18,54 +19,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser, packaged
     import tomli as tomllib
 
-KEYS = {
-    "name": str,
-    "inputs": list,
-    "input_list": str,
-    "out": str,
-    "model": str,
-    "assistant": str,
-    "device": str,
-    "compute_type": str,
-    "batch_size": int,
-    "language": str,
-    "task": str,
-    "min_piece": float,
-    "max_piece": float,
-    "subtitles": list,
-    "word_timestamps": bool,
-    "cache_dir": str,
-    "output_dir": str,
-    "vad": bool,
-    "no_speech_threshold": float,
-    "logprob_threshold": float,
-    "compression_ratio_threshold": float,
-    "threads": int,
-    "vad_threshold": float,
-    "initial_prompt": str,
-    "hotwords": str,
-    "languages": list,
-    "language_mode": str,
-    "coverage": bool,
-    "fallback_beams": int,
-    "max_line_chars": int,
-    "max_lines": int,
-    "max_cps": float,
-    "max_duration": float,
-    "min_duration": float,
-    "pause_split": float,
-    "workers": int,
-    "engine": str,
-    "address": str,
-    "max_attempts": int,
-    "diarize": bool,
-    "num_speakers": int,
-    "min_speakers": int,
-    "max_speakers": int,
-    "diarizer": str,
-    "speaker_labels": bool,
-    "speaker_names": (list, dict),  # one list for every input, or a table of lists per show (speaker_names.py)
-}
+KEYS = JOB_FILE_KEYS  # each key and its TOML type, from the option table (options.py)
 
 
 RENAMED = {"dtype": "compute_type"}  # older key -> its name now (job files written for older versions still load)

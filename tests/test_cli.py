@@ -246,7 +246,8 @@ def test_whisper_verbose_true_and_false_are_the_flag_and_its_absence(jfk, tmp_pa
 
     from click.testing import CliRunner
 
-    from pipeline.cli import main, whisper_verbose
+    from pipeline.cli import main
+    from pipeline.cli.group import whisper_verbose
 
     assert whisper_verbose(["-v", "a.mp3"]) == ["-v", "a.mp3"]
     assert whisper_verbose(["--verbose", "False", "a.mp3", "--", "--verbose", "True"]) == [

@@ -310,11 +310,11 @@ def test_a_short_turn_between_long_ones_is_heard_on_its_own_and_splits_its_segme
 
 
 def test_diarize_turns_word_timings_on_unless_the_job_was_decoded_without_them(tmp_path):
-    from pipeline.cli import _job_options, _settings
+    from pipeline.cli.settings import job_options, merge_settings
 
     def words(out, **flags):
         flags = {"diarize": True, **flags}
-        return _job_options(out, _settings(flags), flags).decode.word_timestamps
+        return job_options(out, merge_settings(flags), flags).decode.word_timestamps
 
     assert words(tmp_path / "new") is True
     assert words(tmp_path / "new", word_timestamps=False) is False

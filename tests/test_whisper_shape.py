@@ -158,10 +158,10 @@ def test_the_podcast_format_is_written_as_name_podcast_json(tmp_path):
 
 
 def test_speaker_names_by_order_of_appearance(tmp_path):
-    from pipeline.cli import DEFAULTS, _cue_rules
+    from pipeline.cli.settings import DEFAULTS, cue_rules
     from pipeline.export import write_outputs
 
-    rules = _cue_rules({**DEFAULTS, "speaker_names": "Lena, Walter"})
+    rules = cue_rules({**DEFAULTS, "speaker_names": "Lena, Walter"})
     assert rules.speaker_names == ("Lena", "Walter")
     row = {**ROW, "paths": ["/x/ep.mp3"]}
     write_outputs(row, rows(speakers=True), ["txt", "podcast", "vtt"], tmp_path, rules, {})
@@ -177,7 +177,7 @@ def test_speaker_names_per_show_from_a_job_file_reach_each_show_s_files(tmp_path
     """A job file's table of names per show (folder name or glob, first match wins, "*" for the rest): each
     input's files get its show's names, also through the outputs recorded in job.json (lists, not tuples)."""
     from pipeline import jobfile, outputs
-    from pipeline.cli import _cue_rules, _settings
+    from pipeline.cli.settings import cue_rules, merge_settings
     from pipeline.export import write_outputs
 
     job_file = tmp_path / "archive.toml"
@@ -185,7 +185,7 @@ def test_speaker_names_per_show_from_a_job_file_reach_each_show_s_files(tmp_path
         'inputs = ["shows"]\nsubtitles = ["txt"]\n[speaker_names]\n'
         '"garden-hour" = ["Lena", "Walter"]\n"*/tech-*/*.mp3" = ["Ann", "Bo"]\n"*" = ["Host"]\n'
     )
-    rules = _cue_rules(_settings({}, jobfile.load(job_file)))
+    rules = cue_rules(merge_settings({}, jobfile.load(job_file)))
     recorded = CueRules(**outputs.spec(["txt"], tmp_path, rules)["cue_rules"])  # as a joining worker reads it
     paths = ["/a/garden-hour/2024/ep.mp3", "/a/tech-talk/ep.mp3", "/a/news/ep.mp3"]
     names = {paths[0]: "garden", paths[1]: "tech", paths[2]: "news"}

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import options as option_table
 from .. import workers
 from ..audio import CutOptions
 from ..cues import CueRules
@@ -74,15 +75,17 @@ def job_config(options: JobOptions, models: Models) -> dict:
 
 # Every decoding mode gives the main model's own tokens (tests/test_speculative.py), so the assistant and
 # the batch size may change between runs of a job: resume a night's job with --assistant auto, or smaller batches.
-SPEED_ONLY = ("models.assistant", "decode.batch_size", "threads")
+# The options marked speed_only in the option table, by their paths in the configuration.
+SPEED_ONLY = option_table.SPEED_ONLY
 
 # Speaker labels are made after the transcript and from it: adding or changing --diarize relabels finished files
 # (no decoding); a run without --diarize on a diarized job is refused (it would leave files unlabelled).
 LABELS = "diarize"
 
-# Options added after job dirs were made, with the value that does what older versions did: a job dir made
-# before the second chances resumes with `--no-coverage --fallback-beams 0` (the refusal names them).
-ADDED = {"decode.coverage": False, "decode.coverage_gap_s": 1.0, "decode.fallback_beams": 0, "cut.at_pauses": False}
+# Options added after job dirs were made, with the value that does what older versions did (the option table's
+# `older`): a job dir made before the second chances resumes with `--no-coverage --fallback-beams 0` (the refusal
+# names them).
+ADDED = option_table.ADDED
 
 
 def output_hash(config: dict) -> str:

@@ -1,0 +1,5 @@
+"""``python -m pipeline.cli``: the ``podscribe`` console script."""
+
+from . import main
+
+main()

