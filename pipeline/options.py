@@ -322,3 +322,30 @@ def owned(section: str, values: dict) -> dict:
             value = values[option.key]
             out[option.field] = option.convert(value) if option.convert else value
     return out
+
+
+def toml_value(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def reference() -> str:
+    """The key-by-key table of docs/options.md (``python -m pipeline.options``): a test checks the page has it."""
+    lines = ["| job-file key | flags | default | notes |", "|---|---|---|---|"]
+    for o in OPTIONS:
+        flags = ", ".join(f"`{f}`" for f in o.flags) or "(job file only)"
+        value = default(o) if o.flags and o.job_file else None
+        notes = [
+            "not in job files" if not o.job_file else "",
+            "speed only (a resumed job may change it)" if o.speed_only else "",
+            "relabels a diarized job's files" if o.changes_labels else "",
+            f"job dirs made before it resume with `{toml_value(o.older)}`" if o.older is not NEW else "",
+        ]
+        shown = "" if value is None or value == [] or value == () else f"`{toml_value(value)}`"
+        lines.append(
+            f"| {'`' + o.key + '`' if o.job_file else ''} | {flags} | {shown} | {'; '.join(n for n in notes if n)} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(reference())
