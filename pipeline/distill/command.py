@@ -1,4 +1,4 @@
-"""The ``podscribe distill`` command (attached to the CLI in ``pipeline/cli.py``): arguments checked at once,
+"""The ``podscribe distill`` command (attached to the CLI in ``pipeline/cli/tools.py``): arguments checked at once,
 torch and transformers imported only when the run starts."""
 
 from __future__ import annotations
