@@ -45,6 +45,7 @@ import torch
 from .. import segments as cleanup
 from .. import vad
 from ..audio import SAMPLE_RATE, rms_db
+from ..languages import CODE_OF_NAME
 from ..models.load import Models
 from ..records import DecodeStats, PieceResult, RawSegment, Redecode, Word
 from ..runtime import return_freed_memory
@@ -554,9 +555,7 @@ def most_likely_languages(logits: torch.Tensor, lang_to_id: dict[str, int]) -> l
 
 
 def _language_code(language: str, lang_to_id: dict[str, int]) -> str:
-    from transformers.models.whisper.tokenization_whisper import TO_LANGUAGE_CODE
-
-    code = TO_LANGUAGE_CODE.get(language.lower(), language.lower())
+    code = CODE_OF_NAME.get(language.lower(), language.lower())
     if f"<|{code}|>" not in lang_to_id:
         raise ValueError(f"unknown language {language!r} for this model")
     return code
