@@ -4,10 +4,12 @@ The kinds: ``int8`` (the CPU compute type: int8 weights, activations quantized p
 ``weight_only`` (the compute types ``int8_float16`` / ``int8_bfloat16`` / ``int8_float32`` on any device:
 int8 weights, products in the activations' dtype; ``WeightInt8Linear``) and ``draft`` (the ``self-int8``
 assistant: torch's dynamic quantization as it is, activations per tensor, fine for a draft that only proposes).
-The decoder reads a layer back through ``dequantized`` and ``fast_linear``; nothing else in the package touches
-torch's quantization modules (``torch.ao``, deprecated for removal in torch 2.10+), so replacing them is a
-change to this file alone. torchao's int8 layers were measured against these and are not used (decision
-record 0035: not row-independent, or slower, on the shapes Whisper runs).
+The decoder reads a layer back through ``dequantized`` and ``fast_linear``; nothing else in the package
+touches torch's quantization modules (``torch.ao.quantization``, which torch 2.13 marks deprecated for removal),
+so replacing them is a change to this file alone. torchao's int8 layers were measured against these and are not
+used: its per-token layer is row-independent but several times slower in eager mode; its weight-only one is
+faster on some shapes and slower on others, and the weight-only compute types are for a GPU's memory (decision
+record 0035, ``bench/bench_int8_backends.py``).
 
 Why not ``torch.ao.quantization.quantize_dynamic`` for the main model: its activation scale is one per *tensor*
 (the min and max of the whole input). A row's result would then depend on the other rows fed with it:
