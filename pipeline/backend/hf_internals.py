@@ -180,8 +180,12 @@ def check_cache_layers(
 ) -> None:
     """The cache API on tiny tensors, and a cross-attention layer reading a preloaded, ``is_updated`` cache as
     it is (projecting nothing) — the behaviour ``cache_of`` and ``beams_share_one_source`` build on."""
-    _require(CACHE_LAYERS, _params(getattr(dynamic, "update", None))[:3] == ["key_states", "value_states", "layer_idx"],
-             "DynamicCache.update(key_states, value_states, layer_idx)")  # fmt: skip
+    update = _params(getattr(dynamic, "update", None))[:3]
+    _require(
+        CACHE_LAYERS,
+        update == ["key_states", "value_states", "layer_idx"],
+        "DynamicCache.update(key_states, value_states, layer_idx)",
+    )
     _require(
         CACHE_LAYERS, callable(getattr(encoder_decoder, "reorder_cache", None)), "EncoderDecoderCache.reorder_cache"
     )
@@ -202,8 +206,11 @@ def check_cache_layers(
         _require(CACHE_LAYERS, False, f"the cache API as used here ({type(exc).__name__}: {exc})")
     _require(CACHE_LAYERS, stored, "cross_attention_cache.layers[i].keys / .values holding what update stored")
     _require(CACHE_LAYERS, flags, "EncoderDecoderCache.is_updated (a dict) and .self_attention_cache")
-    _require(CACHE_LAYERS, _reads_preloaded(attention_class, dynamic, encoder_decoder), "WhisperAttention reading "
-             "an is_updated cross-attention cache as it is")  # fmt: skip
+    _require(
+        CACHE_LAYERS,
+        _reads_preloaded(attention_class, dynamic, encoder_decoder),
+        "WhisperAttention reading an is_updated cross-attention cache as it is",
+    )
 
 
 def _reads_preloaded(attention_class, dynamic, encoder_decoder) -> bool:
@@ -315,7 +322,7 @@ DECODER_LAYER = (
 DECODER = ("embed_tokens", "embed_positions", "layers", "layer_norm")
 
 
-def _decoder_of(model: torch.nn.Module) -> torch.nn.Module:
+def decoder_of(model: torch.nn.Module) -> torch.nn.Module:
     """The Whisper decoder of a whole model, of a decoder-only draft, or the decoder itself."""
     if hasattr(model, "layers") and hasattr(model, "embed_tokens"):
         return model
@@ -329,7 +336,7 @@ def _missing(module, names) -> list[str]:
 def check_attention_layout(model: torch.nn.Module) -> torch.nn.Module:
     """``model``'s decoder (a whole model, a decoder-only draft or the decoder) laid out as podscribe's decoder and
     word timings read it; returns the decoder."""
-    decoder = _decoder_of(model)
+    decoder = decoder_of(model)
     missing = _missing(decoder, DECODER)
     _require(ATTENTION_LAYOUT, not missing, f"the decoder's {', '.join(missing)}")
     for i, layer in enumerate(decoder.layers):
@@ -360,8 +367,11 @@ def check_asr_pipeline(pipeline_class=None) -> None:
         source = inspect.getsource(pipeline_class._forward)
     except (AttributeError, OSError, TypeError):
         source = ""
-    _require(ASR_DEFAULTS, "self.model.generate(" in source, "AutomaticSpeechRecognitionPipeline._forward calling "
-             "self.model.generate")  # fmt: skip
+    _require(
+        ASR_DEFAULTS,
+        "self.model.generate(" in source,
+        "AutomaticSpeechRecognitionPipeline._forward calling self.model.generate",
+    )
 
 
 def routed_model(main: torch.nn.Module, generate) -> torch.nn.Module:
@@ -377,8 +387,8 @@ def asr_greedy_by_default(asr) -> None:
     """The ASR pipeline's own default is beam search (num_beams=5), which would silently turn an assistant off in
     transformers; podscribe's decoder is greedy, so its pipeline defaults to greedy (and refuses beams asked for)."""
     check_asr_pipeline()
-    _require(ASR_DEFAULTS, isinstance(getattr(asr, "_generation_defaults", None), dict), "the pipeline's "
-             "_generation_defaults dict")  # fmt: skip
+    defaults = getattr(asr, "_generation_defaults", None)
+    _require(ASR_DEFAULTS, isinstance(defaults, dict), "the pipeline's _generation_defaults dict")
     asr._generation_defaults["num_beams"] = 1
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..backend.hf_internals import check_attention_layout
+from ..backend.hf_internals import check_attention_layout, decoder_of
 from ..backend.quantize import dequantized, fast_linear, quantize_like
 
 
@@ -278,19 +278,12 @@ def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, group
 def _projections(model: torch.nn.Module, encoded: torch.Tensor):
     """Per decoder layer, its cross-attention keys and values over ``encoded`` as [rows, heads, frames,
     head_dim] views, as transformers' ``WhisperAttention`` projects them."""
-    decoder = _decoder_of(model)
+    decoder = decoder_of(model)
     encoded = encoded.to(decoder.embed_tokens.weight.dtype)
     for layer in decoder.layers:
         attn = layer.encoder_attn
         shape = (encoded.shape[0], encoded.shape[1], attn.num_heads, attn.head_dim)
         yield attn.k_proj(encoded).view(shape).transpose(1, 2), attn.v_proj(encoded).view(shape).transpose(1, 2)
-
-
-def _decoder_of(model: torch.nn.Module) -> torch.nn.Module:
-    """The Whisper decoder of a whole model, of a decoder-only draft, or the decoder itself."""
-    if hasattr(model, "layers") and hasattr(model, "embed_tokens"):
-        return model
-    return model.get_decoder() if hasattr(model, "get_decoder") else model.model.decoder
 
 
 def _runs(rows: list[int]) -> list[tuple[int, int, int]] | None:
