@@ -21,16 +21,17 @@ from pathlib import Path
 
 from bench import bench_longform as bl
 from bench.common import LONGFORM, discover_episodes, episode_files, load_scorer, score
-from pipeline.decode import transcriber
+from pipeline.decode import second_chances, transcriber
 from pipeline.models import registry
 
 
 def beams_everywhere(beams: int):
     """Transcriber._generate replaced: each piece by transformers' beam search, one at a time (the fallback's path)."""
 
-    def generate(self, features, encoded, languages, audio, results):
+    def generate(self, features, encoded, languages, audio, results, cross=None):
         out = [
-            self._again(features[i : i + 1], encoded[i : i + 1], languages[i], beams, 0.0) for i in range(len(results))
+            second_chances.again(self, features[i : i + 1], encoded[i : i + 1], languages[i], beams, 0.0)
+            for i in range(len(results))
         ]
         for r, g in zip(results, out):
             r.stats = replace(g.stats)

@@ -25,6 +25,7 @@ import torch
 
 from bench.common import LONGFORM
 from pipeline import audio
+from pipeline.backend.quantize import quantize
 from pipeline.decode.generate import Generator, encode, log_mel
 from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.options import DecodeOptions
@@ -32,7 +33,6 @@ from pipeline.decode.transcriber import Transcriber
 from pipeline.distill.evaluate import step_cost_ratio
 from pipeline.distill.options import DistillOptions
 from pipeline.distill.train import distill
-from pipeline.models.int8 import quantize_linears
 from pipeline.models.load import Models, load_assistant, load_models, quantized_self_draft
 from pipeline.runtime import pick_runtime
 
@@ -120,8 +120,8 @@ def main() -> None:
     self_int8 = quantized_self_draft(base.main) if runtime.device.type == "cpu" else None
     trained = load_assistant(str(draft_dir), base.main, base.processor, float_runtime)
     if runtime.int8:
-        quantize_linears(base.main)
-        quantize_linears(trained)
+        quantize(base.main, "int8")
+        quantize(trained, "int8")
     elif runtime.dtype != torch.float32:
         base.main.to(runtime.dtype)
         trained.to(runtime.dtype)

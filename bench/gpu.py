@@ -36,10 +36,10 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig, WhisperConfig, WhisperForCausalLM, WhisperForConditionalGeneration
 
+from pipeline.backend.quantize import quantize
 from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.rules import WhisperRules
 from pipeline.decode.speculative import DraftPolicy, greedy
-from pipeline.models.int8 import weight_only_linears
 from pipeline.models.load import decoder_only_assistant
 from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens
 
@@ -146,7 +146,7 @@ def step_costs(main, draft, features, device) -> dict:
 
 def int8_costs(main, features, device, half) -> dict:
     """int8_float16 (weight-only int8) against the half-precision model: bytes of weights, encoder and decoder steps."""
-    quantized = weight_only_linears(copy.deepcopy(main), half)
+    quantized = quantize(copy.deepcopy(main), "weight_only", half)
     out: dict = {"weight_bytes": {}, "encoder_s": {}, "step_s": {}}
     for name, model in (("half", main), ("int8_weights", quantized)):
         out["weight_bytes"][name] = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])

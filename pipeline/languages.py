@@ -124,6 +124,8 @@ ALIASES = {
     "mandarin": "zh",
 }
 
+CODE_OF_NAME = {name: code for code, name in LANGUAGES.items()} | ALIASES  # transformers' TO_LANGUAGE_CODE
+
 DETECT = ("auto", "detect")  # accepted for "no language given: detect it"
 
 
@@ -134,9 +136,8 @@ def language_code(value: str | None) -> str | None:
     key = value.strip().lower()
     if key in LANGUAGES:
         return key
-    by_name = {name: code for code, name in LANGUAGES.items()} | ALIASES
-    if key in by_name:
-        return by_name[key]
+    if key in CODE_OF_NAME:
+        return CODE_OF_NAME[key]
     raise ValueError(
         f"unknown language {value!r}; use auto (detect) or one of: "
         + ", ".join(f"{code} ({name})" for code, name in LANGUAGES.items())

@@ -3,7 +3,7 @@
 A compute type names the weights' precision and the arithmetic's, as faster-whisper's do: ``float32``,
 ``float16``, ``bfloat16`` (weights and activations in that dtype), ``int8`` (CPU: every linear layer's
 weights int8, activations quantized per token, the rest — convolutions, norms, attention — float32;
-``models/int8.py``), ``int8_float16`` / ``int8_bfloat16`` / ``int8_float32`` (any device: linear layers'
+``backend/quantize.py``), ``int8_float16`` / ``int8_bfloat16`` / ``int8_float32`` (any device: linear layers'
 weights int8, dequantized to that dtype for each product; everything else in that dtype)."""
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ class Runtime:
     device: torch.device
     dtype: torch.dtype  # of activations and of every weight that is not int8
     attn_implementation: str = "sdpa"
-    int8: bool = False  # linear layers int8, activations per token (models/int8.py, CPU)
-    weight_int8: bool = False  # linear layers' weights int8, products in ``dtype`` (models/int8.py, any device)
+    int8: bool = False  # linear layers int8, activations per token (backend/quantize.py, CPU)
+    weight_int8: bool = False  # linear layers' weights int8, products in ``dtype`` (backend/quantize.py, any device)
 
     @property
     def is_cuda(self) -> bool:
@@ -127,15 +127,11 @@ def return_freed_memory() -> None:
 
 def quiet_libraries() -> None:
     """No library chatter on a night's log: transformers' notices and weight-loading bars (ours are in audio
-    time), torch.ao's quantization warnings. Every worker process calls it."""
-    import warnings
-
+    time). Every worker process calls it. (torch.ao's deprecation: backend/quantize.py, where it is called.)"""
     import transformers
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.ao\..*")
-    warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
 
 
 def pick_runtime(device: str = "auto", compute_type: str = "auto") -> Runtime:

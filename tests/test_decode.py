@@ -143,13 +143,13 @@ def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(
     at a time so that an hour's long rows do not set its peak memory: with chunk borders inside every row and
     inside each later pass (whose rules start afresh) the scores are the whole row's — its bits in int8 (a
     row-exact output projection), float32's within its matrix product's blocking."""
-    from pipeline.decode import transcriber
+    from pipeline.decode import score
 
     pieces = [speech_pieces[0], *cut_in_speech]
     for models in (tiny_en_models, int8_copy(tiny_en_models)):
         scored = {}
         for chunk in (7, 10_000):
-            monkeypatch.setattr(transcriber, "SCORE_CHUNK", chunk)
+            monkeypatch.setattr(score, "SCORE_CHUNK", chunk)
             results = Transcriber(models, DecodeOptions(language="en", batch_size=4, **FIRST_PASS)).transcribe(pieces)
             scored[chunk] = [(r.tokens, r.avg_logprob) for r in results]
         assert all(len(tokens) > 3 * 7 for tokens, _ in scored[7]), [len(t) for t, _ in scored[7]]

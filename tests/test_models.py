@@ -141,8 +141,8 @@ def test_the_encoders_residual_stream_is_contiguous_and_gives_the_same_bits(tiny
     """Loaded models feed their encoder layers a contiguous stream (transformers' is a transposed view all the
     way through, which made every residual add strided); the encoder output is bit-identical to transformers'
     own, in float32 and in int8."""
+    from pipeline.backend.quantize import quantize
     from pipeline.decode.generate import encode, log_mel
-    from pipeline.models.int8 import quantize_linears
 
     samples = [audio.decode(c.path) for c in english_human[:2]]
     features = log_mel(tiny_en_models.processor.feature_extractor, samples, "cpu", torch.float32)
@@ -151,7 +151,7 @@ def test_the_encoders_residual_stream_is_contiguous_and_gives_the_same_bits(tiny
     def record(layer, args, kwargs):
         seen.append((args or [kwargs.get("hidden_states")])[0].is_contiguous())
 
-    for model in (tiny_en_models.main, quantize_linears(copy.deepcopy(tiny_en_models.main))):
+    for model in (tiny_en_models.main, quantize(copy.deepcopy(tiny_en_models.main), "int8")):
         theirs = copy.deepcopy(model)
         theirs.get_encoder().layers[0]._forward_pre_hooks.clear()  # transformers' own stream
         layers = model.get_encoder().layers
@@ -172,8 +172,8 @@ def test_the_encoders_residual_stream_is_contiguous_and_gives_the_same_bits(tiny
 def test_int8_linear_rows_do_not_depend_on_the_rows_beside_them():
     """The property speculative identity and batch-size independence rest on: a row's output is bit for bit
     the one it has alone, whatever else (and however many others) are fed with it. torch's per-tensor dynamic
-    quantization does not have it (the reason models/int8.py exists)."""
-    from pipeline.models.int8 import Int8Linear
+    quantization does not have it (the reason backend/quantize.py exists)."""
+    from pipeline.backend.quantize import Int8Linear, quantize
 
     torch.manual_seed(0)
     linear = torch.nn.Linear(96, 40)
@@ -190,7 +190,7 @@ def test_int8_linear_rows_do_not_depend_on_the_rows_beside_them():
     error = (together - ref).norm(dim=-1) / ref.norm(dim=-1)
     assert error.max() < 0.03, error.max()
     assert torch.equal(q(torch.zeros(2, 96)), linear.bias.detach().expand(2, 40))  # a silent row: the bias
-    per_tensor = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear})[0]
+    per_tensor = quantize(torch.nn.Sequential(linear), "draft")[0]  # torch's own dynamic quantization
     assert not torch.equal(per_tensor(x[0, :1]), per_tensor(x[0])[:1])
 
 
@@ -199,7 +199,7 @@ def test_int8_linear_works_in_and_out_of_inference_mode_in_one_thread():
     loops run there), it must still be writable in the same thread outside it."""
     import threading
 
-    from pipeline.models.int8 import Int8Linear
+    from pipeline.backend.quantize import Int8Linear
 
     q, x, out, errors = Int8Linear(torch.nn.Linear(16, 8)), torch.randn(4, 16), [], []
 
@@ -241,7 +241,7 @@ def test_weight_only_int8_is_the_float_product_of_the_int8_weight():
     with float weights), computed in the compute type's dtype, at a quarter of float32's weight bytes."""
     import torch.nn.functional as F
 
-    from pipeline.models.int8 import WeightInt8Linear, weight_only_linears
+    from pipeline.backend.quantize import WeightInt8Linear, quantize
 
     torch.manual_seed(0)
     linear = torch.nn.Linear(96, 40)
@@ -263,7 +263,7 @@ def test_weight_only_int8_is_the_float_product_of_the_int8_weight():
     )
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(8, 3)))
-    weight_only_linears(model, torch.float32)
+    quantize(model, "weight_only", torch.float32)
     assert [type(m).__name__ for m in model.modules() if "Linear" in type(m).__name__] == ["WeightInt8Linear"] * 2
 
 

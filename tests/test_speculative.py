@@ -20,13 +20,13 @@ from transformers.generation.logits_process import (
 
 from helpers import int8_copy, perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
+from pipeline.backend.quantize import quantize
 from pipeline.decode.generate import Generator, encode, log_mel
 from pipeline.decode.hf_generate import hf_generate
 from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.rules import RuleState, WhisperRules
 from pipeline.decode.speculative import DraftPolicy
 from pipeline.metrics import wer
-from pipeline.models.int8 import quantize_linears, weight_only_linears
 from pipeline.models.load import Models, quantized_self_draft
 from pipeline.runtime import pick_runtime
 
@@ -163,7 +163,7 @@ def test_a_rows_step_does_not_depend_on_how_far_the_rows_beside_it_are(base_mode
     logits in a batch whose other rows are ahead or behind it and decoded alone: each row attends over exactly
     its own keys. An attention call's sums depend on the number of keys it runs over, masked ones too, and int8
     turns such a last bit into a whole quantization step (base int8 with its self-draft flipped a timestamp)."""
-    model = quantize_linears(copy.deepcopy(tiny_random_models(base_models, 11).main))
+    model = quantize(copy.deepcopy(tiny_random_models(base_models, 11).main), "int8")
     torch.manual_seed(0)
     encoded = torch.randn(3, 1500, 64)
     ids = torch.randint(0, 50000, (3, 204))
@@ -198,7 +198,7 @@ def test_features_and_encoder_a_piece_at_a_time_equal_the_batch(compute_type, ba
     """On the CPU the log-mel features and base's encoder run a piece at a time (under half the memory, no
     slower): each piece's bits must be those of the batch, or its tokens would depend on the batch size."""
     model = copy.deepcopy(base_models.main)
-    model = quantize_linears(model) if compute_type == "int8" else model.to(getattr(torch, compute_type))
+    model = quantize(model, "int8") if compute_type == "int8" else model.to(getattr(torch, compute_type))
     batch = _features(base_models, pieces[:4]).to(model.dtype)
     features = log_mel(base_models.processor.feature_extractor, pieces[:4], "cpu", model.dtype)
     assert torch.equal(features, batch)
@@ -252,13 +252,13 @@ def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_models, piec
 def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_models, pieces):
     """Compute type int8: the int8 model's greedy tokens (its own, decoded alone at batch 1) at every batch size
     and with every draft kind — drafts in int8 too (they follow the main model), or self-int8 made from the
-    float weights. The guarantee float32 has, kept by quantizing activations per token (models/int8.py)."""
+    float weights. The guarantee float32 has, kept by quantizing activations per token (backend/quantize.py)."""
     tiny = tiny_random_models(base_models, 7)
     tiny.main.generation_config.max_length = 60
     drafts = [
         ("self-int8", quantized_self_draft(tiny.main)),
-        ("decoder-only", quantize_linears(perturbed_draft(tiny.main, 7))),
-        ("seq2seq", quantize_linears(tiny_random_models(base_models, 107, d_model=32).main)),
+        ("decoder-only", quantize(perturbed_draft(tiny.main, 7), "int8")),
+        ("seq2seq", quantize(tiny_random_models(base_models, 107, d_model=32).main, "int8")),
     ]
     int8 = int8_copy(tiny)
     features = _features(int8, pieces)
@@ -275,14 +275,14 @@ def test_weight_only_int8_main_model_speculative_or_not_at_any_batch_size(base_m
     too). In float16/bfloat16 the same holds up to near-ties, as for float weights."""
     tiny = tiny_random_models(base_models, 8)
     tiny.main.generation_config.max_length = 60
-    main = weight_only_linears(copy.deepcopy(tiny.main), torch.float32)
+    main = quantize(copy.deepcopy(tiny.main), "weight_only", torch.float32)
     models = Models(main, tiny.processor, None, tiny.main_ref, None, pick_runtime("cpu", "int8_float32"))
     features = _features(models, pieces)
     reference = hf_generate(models.main, features, ["en"] * len(pieces), True)
     _check(models, features, reference, True, "int8_float32 alone", sizes=(1, 8))
     linears = [type(m).__name__ for m in main.modules() if "Linear" in type(m).__name__]
     assert set(linears) == {"WeightInt8Linear"}, "every linear layer, the output projection included, is int8"
-    draft = weight_only_linears(perturbed_draft(tiny.main, 8), torch.float32)
+    draft = quantize(perturbed_draft(tiny.main, 8), "weight_only", torch.float32)
     _check(
         with_assistant(models, draft, "decoder-only"),
         features,

@@ -1,13 +1,15 @@
 """Decode stage: pieces of audio → token ids, piece-relative timestamped segments and stats.
 
-- ``transcriber.py``: the stage's entry point (gates, encoder, language, scoring, segments);
+- ``transcriber.py``: the stage's entry point (gates, encoder, language, segments);
+- ``score.py``: Whisper's checks on a piece (average log-probability, compression ratio, no-speech rule);
+- ``second_chances.py``: the fallback ladder and the coverage rounds, run;
 - ``generate.py``: Whisper generation with podscribe's own loop (passes, segments);
 - ``speculative.py``: the batched greedy / speculative loop (draft, verify, accept);
 - ``kv_cache.py``: the decoder forward with a preallocated per-row KV cache;
 - ``rules.py``: Whisper's logits rules (suppression, timestamps), vectorised;
 - ``forced.py``: the teacher-forced pass (scoring, word timings, language detection read Whisper through it);
 - ``timing.py``: word timings (alignment-head cross-attention + DTW, Whisper's method);
-- ``recover.py``: second chances: the coverage check and the beam fallback (pure decisions);
+- ``recover.py``: second chances' pure decisions (which stretches, which candidate);
 - ``hf_generate.py``: transformers' own generate: the fallback's beam search and seeded sampling run through
   it, and the tests and benchmarks compare podscribe's loop with it;
 - ``auto.py``: ``--assistant auto``, a calibration that picks the fastest identical mode;

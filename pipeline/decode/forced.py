@@ -9,8 +9,8 @@ after <|startoftranscript|>) — so rows are padded and fed one way everywhere. 
 from __future__ import annotations
 
 import torch
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
+from ..backend.hf_internals import cache_of
 from .kv_cache import CrossKV
 
 
@@ -19,18 +19,6 @@ def padded(rows: list[list[int]], pad: int, device) -> torch.Tensor:
     end-of-text; causal attention keeps padding from touching the positions before it)."""
     width = max(map(len, rows))
     return torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
-
-
-def cache_of(cross: CrossKV) -> EncoderDecoderCache:
-    """transformers' cache holding ``cross`` as every layer's cross-attention keys/values, already projected
-    (``is_updated``): its layers read them as they are, no copy, and project nothing."""
-    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-    for idx, (keys, values) in enumerate(zip(cross.keys, cross.values)):
-        cache.cross_attention_cache.update(keys[:, :, :0], values[:, :, :0], idx)  # creates the layer
-        layer = cache.cross_attention_cache.layers[idx]
-        layer.keys, layer.values = keys, values
-        cache.is_updated[idx] = True
-    return cache
 
 
 def forced_hidden(model, encoded: torch.Tensor, ids: torch.Tensor, cross: CrossKV | None = None) -> torch.Tensor:

@@ -20,6 +20,7 @@ import copy
 
 import torch
 
+from ..backend import hf_internals
 from ..models.load import Models
 from .forced import first_step_logits
 from .generate import Generator
@@ -117,9 +118,7 @@ class RoutedGenerate:
 
 def routed_model(models: Models):
     """A view of the main model (weights shared, nothing copied) whose ``generate`` is podscribe's."""
-    view = copy.copy(models.main)
-    view.generate = RoutedGenerate(models)
-    return view
+    return hf_internals.routed_model(models.main, RoutedGenerate(models))
 
 
 def asr_pipeline(models: Models, **kwargs):
@@ -136,7 +135,5 @@ def asr_pipeline(models: Models, **kwargs):
         device=models.runtime.device,
         **kwargs,
     )
-    # the ASR pipeline's own default is beam search (num_beams=5), which would silently turn an assistant off
-    # in transformers; this decoder is greedy, so its pipeline defaults to greedy and refuses beams when asked
-    asr._generation_defaults["num_beams"] = 1
+    hf_internals.asr_greedy_by_default(asr)
     return asr

@@ -21,7 +21,8 @@ transformers' cache objects and generate loop:
 
 The arithmetic is the one of transformers' ``WhisperAttention`` (query scaled
 before the product, sdpa with scale 1); ``tests/test_speculative.py`` checks the
-logits against transformers' own forward.
+logits against transformers' own forward. The modules' layout it reads is checked when it is built
+(``backend/hf_internals.check_attention_layout``).
 """
 
 from __future__ import annotations
@@ -31,16 +32,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..models.int8 import Int8Linear, WeightInt8Linear
-
-
-def _dense(linear: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Float weight and bias of a Linear, dequantized if it is a dynamic-quantized one."""
-    if isinstance(linear, torch.ao.nn.quantized.dynamic.Linear):
-        return linear.weight().dequantize(), linear.bias()
-    if isinstance(linear, (Int8Linear, WeightInt8Linear)):
-        return linear.dequantized()
-    return linear.weight.detach().float(), None if linear.bias is None else linear.bias.detach().float()
+from ..backend.hf_internals import check_attention_layout, decoder_of
+from ..backend.quantize import dequantized, fast_linear, quantize_like
 
 
 def fused_qkv(attn: torch.nn.Module) -> torch.nn.Module:
@@ -49,19 +42,14 @@ def fused_qkv(attn: torch.nn.Module) -> torch.nn.Module:
     parts = [(attn.q_proj, attn.scaling), (attn.k_proj, 1.0), (attn.v_proj, 1.0)]
     weights, biases = [], []
     for linear, scale in parts:
-        w, b = _dense(linear)
+        w, b = dequantized(linear)
         weights.append(w * scale)
         biases.append((b if b is not None else torch.zeros(w.shape[0])) * scale)
     fused = torch.nn.Linear(weights[0].shape[1], 3 * weights[0].shape[0])
     with torch.no_grad():
         fused.weight.copy_(torch.cat(weights))
         fused.bias.copy_(torch.cat(biases))
-    if isinstance(attn.q_proj, (torch.ao.nn.quantized.dynamic.Linear, Int8Linear)):  # a draft: per tensor is fine
-        qconfig = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
-        return torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(fused), qconfig)[0]
-    if isinstance(attn.q_proj, WeightInt8Linear):
-        return WeightInt8Linear(fused, attn.q_proj.scale.dtype).to(attn.q_proj.qweight.device)
-    return fused.to(attn.q_proj.weight.device, attn.q_proj.weight.dtype)
+    return quantize_like(fused, attn.q_proj)  # int8 as the draft's own layers are (a draft: per tensor is fine)
 
 
 @dataclass
@@ -110,7 +98,7 @@ class KVCacheDecoder:
         cross-attention keys/values in bf16 (half the bytes read per step). A draft only proposes;
         the main model, always exact, decides.
         """
-        decoder = _decoder_of(model)
+        decoder = check_attention_layout(model)  # the transformers modules whose weights it reads
         self.decoder = decoder
         self.proj_out = model.proj_out
         self.layers = list(decoder.layers)
@@ -127,7 +115,7 @@ class KVCacheDecoder:
             _LayerOps(layer, None if qkv is None else qkv[i], self.scaling) for i, layer in enumerate(self.layers)
         ]
         self.final_norm = _norm(decoder.layer_norm)
-        self.project = _linear(self.proj_out)
+        self.project = fast_linear(self.proj_out)
         # a distilled draft with a reduced vocabulary (distill/model.py): its logits go back to the full width
         self.vocab_ids = getattr(model, "draft_vocab_ids", None)
         self.vocab_size = model.config.vocab_size
@@ -252,10 +240,12 @@ class _LayerOps:
         self.norm1, self.norm2, self.norm3 = (
             _norm(n) for n in (layer.self_attn_layer_norm, layer.encoder_attn_layer_norm, layer.final_layer_norm)
         )
-        self.q, self.k, self.v, self.o = (_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj))
-        self.qkv = None if qkv is None else _linear(qkv)
-        self.cross_q, self.cross_o = _linear(cross.q_proj), _linear(cross.out_proj)
-        self.fc1, self.fc2 = _linear(layer.fc1), _linear(layer.fc2)
+        self.q, self.k, self.v, self.o = (
+            fast_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj)
+        )
+        self.qkv = None if qkv is None else fast_linear(qkv)
+        self.cross_q, self.cross_o = fast_linear(cross.q_proj), fast_linear(cross.out_proj)
+        self.fc1, self.fc2 = fast_linear(layer.fc1), fast_linear(layer.fc2)
         self.act = layer.activation_fn
 
 
@@ -288,19 +278,12 @@ def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, group
 def _projections(model: torch.nn.Module, encoded: torch.Tensor):
     """Per decoder layer, its cross-attention keys and values over ``encoded`` as [rows, heads, frames,
     head_dim] views, as transformers' ``WhisperAttention`` projects them."""
-    decoder = _decoder_of(model)
+    decoder = decoder_of(model)
     encoded = encoded.to(decoder.embed_tokens.weight.dtype)
     for layer in decoder.layers:
         attn = layer.encoder_attn
         shape = (encoded.shape[0], encoded.shape[1], attn.num_heads, attn.head_dim)
         yield attn.k_proj(encoded).view(shape).transpose(1, 2), attn.v_proj(encoded).view(shape).transpose(1, 2)
-
-
-def _decoder_of(model: torch.nn.Module) -> torch.nn.Module:
-    """The Whisper decoder of a whole model, of a decoder-only draft, or the decoder itself."""
-    if hasattr(model, "layers") and hasattr(model, "embed_tokens"):
-        return model
-    return model.get_decoder() if hasattr(model, "get_decoder") else model.model.decoder
 
 
 def _runs(rows: list[int]) -> list[tuple[int, int, int]] | None:
@@ -328,16 +311,6 @@ def _cross_attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
             for at, src, n in runs
         ]
     )
-
-
-def _linear(module: torch.nn.Module):
-    if isinstance(module, torch.ao.nn.quantized.dynamic.Linear) and module._packed_params.dtype == torch.qint8:
-        packed = module._packed_params._packed_params
-        return lambda x: torch.ops.quantized.linear_dynamic(x, packed, reduce_range=True)
-    if type(module) is torch.nn.Linear:
-        weight, bias = module.weight, module.bias
-        return lambda x: F.linear(x, weight, bias)
-    return module
 
 
 def _norm(module: torch.nn.LayerNorm):

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..backend.hf_internals import check_attention_layout
 from ..records import Word
 from ..whisper import ENCODER_FRAMES_PER_S
 from .forced import forced_hidden, padded, row_logits
@@ -67,6 +68,7 @@ class _CrossAttentionTap:
     """Records the queries into the alignment layers' cross-attention, to recompute their weights."""
 
     def __init__(self, model, layers: list[int]):
+        check_attention_layout(model)  # encoder_attn's forward(hidden_states, ...), q_proj / k_proj / scaling
         self.inputs: dict[int, torch.Tensor] = {}
         self.handles = []
         for layer in layers:

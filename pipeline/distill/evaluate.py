@@ -36,7 +36,7 @@ class Evaluation:
 
 def inference_copy(draft: torch.nn.Module, vocab: list[int] | None, runtime) -> torch.nn.Module:
     """The draft as ``--assistant`` would load it: its reduced projection, the main model's compute type."""
-    from ..models.int8 import quantize_linears, weight_only_linears
+    from ..backend.quantize import quantize
 
     model = copy.deepcopy(draft).eval()
     info = dict(getattr(model.config, DRAFT_KEY, None) or {})
@@ -44,9 +44,9 @@ def inference_copy(draft: torch.nn.Module, vocab: list[int] | None, runtime) -> 
     setattr(model.config, DRAFT_KEY, info)
     model = apply_draft_vocab(model)
     if runtime.int8:
-        quantize_linears(model)
+        quantize(model, "int8")
     elif runtime.weight_int8:
-        weight_only_linears(model, runtime.dtype)
+        quantize(model, "weight_only", runtime.dtype)
     else:
         model.to(runtime.dtype)
     return model

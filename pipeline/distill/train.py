@@ -83,7 +83,7 @@ def _load(main_ref, options: DistillOptions):
     """The main model twice over: float32 weights to make the draft from, and the model as jobs run it."""
     from transformers import WhisperForConditionalGeneration
 
-    from ..models.int8 import quantize_linears, weight_only_linears
+    from ..backend.quantize import quantize
     from ..models.load import Models, _from_pretrained, _processor
     from ..runtime import pick_runtime
 
@@ -93,9 +93,9 @@ def _load(main_ref, options: DistillOptions):
     processor = _processor(main_ref)
     draft = make_draft(main, options.layers)
     if runtime.int8:
-        quantize_linears(main)
+        quantize(main, "int8")
     elif runtime.weight_int8:
-        weight_only_linears(main, runtime.dtype)
+        quantize(main, "weight_only", runtime.dtype)
     else:
         main.to(runtime.dtype)
     return Models(main, processor, None, main_ref, None, runtime), draft

@@ -16,10 +16,11 @@ from transformers import (
     WhisperProcessor,
 )
 
+from ..backend.hf_internals import contiguous_encoder_stream
+from ..backend.quantize import quantize
 from ..distill.model import apply_draft_vocab, check_draft_fits
 from ..runtime import Runtime
 from ..whisper import Tokens
-from .int8 import quantize_linears, weight_only_linears
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, draft_for, resolve
 
 AUTO = "auto"
@@ -74,28 +75,6 @@ def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
     return contiguous_encoder_stream(model.to(runtime.device).eval())
 
 
-def contiguous_encoder_stream(model: torch.nn.Module) -> torch.nn.Module:
-    """The encoder's residual stream made contiguous where it starts (a hook on its first layer), in place.
-
-    transformers' Whisper encoder adds the positions to its convolutions' output transposed, a view ([B, C, T]
-    permuted to [B, T, C]); the sum keeps that layout and so does every residual sum after it, so every layer
-    read, added and copied a strided stream, which slowed every residual add and so the whole encoder
-    (docs/speculative-decoding.md, "Contiguous encoder residual stream"). The same bits: layer norms and
-    linear layers make their input contiguous anyway (tested). Models without an encoder are left alone."""
-    encoder = getattr(getattr(model, "model", None), "encoder", None)
-    if encoder is None or getattr(encoder, "_contiguous_stream", False):
-        return model
-
-    def contiguous(layer, args, kwargs):
-        if args:
-            return (args[0].contiguous(), *args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": kwargs["hidden_states"].contiguous()}
-
-    encoder.layers[0].register_forward_pre_hook(contiguous, with_kwargs=True)
-    encoder._contiguous_stream = True
-    return model
-
-
 def _processor(ref: ResolvedModel) -> WhisperProcessor:
     try:
         return WhisperProcessor.from_pretrained(ref.location)
@@ -135,7 +114,7 @@ def quantized_self_draft(main: WhisperForConditionalGeneration) -> WhisperForCau
             "distil-whisper/distil-large-v3 (the default there) or a smaller Whisper that shares the tokenizer."
         )
     draft = draft.float()
-    return torch.ao.quantization.quantize_dynamic(draft, {torch.nn.Linear}, dtype=torch.qint8)
+    return quantize(draft, "draft")
 
 
 ENCODER_SHAPE = (
@@ -209,11 +188,11 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
     else:
         draft = load_assistant(assistant, main, processor, runtime, cache_dir)
     if runtime.int8:
-        quantize_linears(main)
+        quantize(main, "int8")
         if draft is not None and assistant != SELF_INT8:
-            quantize_linears(draft)
+            quantize(draft, "int8")
     if runtime.weight_int8:
-        weight_only_linears(main, runtime.dtype)
+        quantize(main, "weight_only", runtime.dtype)
         if draft is not None and assistant != SELF_INT8:
-            weight_only_linears(draft, runtime.dtype)
+            quantize(draft, "weight_only", runtime.dtype)
     return Models(main, processor, draft, main_ref, assistant, runtime, auto=auto)

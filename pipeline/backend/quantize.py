@@ -1,7 +1,17 @@
-"""int8 linear layers: the CPU compute type ``int8`` (int8 weights, activations quantized per token) and the
-weight-only ones ``int8_float16`` / ``int8_bfloat16`` / ``int8_float32`` (any device; ``WeightInt8Linear``).
+"""Every int8 linear layer podscribe makes, behind one call: ``quantize(model, kind)``.
 
-Why not ``torch.ao.quantization.quantize_dynamic`` as it is: its activation scale is one per *tensor*
+The kinds: ``int8`` (the CPU compute type: int8 weights, activations quantized per token; ``Int8Linear``),
+``weight_only`` (the compute types ``int8_float16`` / ``int8_bfloat16`` / ``int8_float32`` on any device:
+int8 weights, products in the activations' dtype; ``WeightInt8Linear``) and ``draft`` (the ``self-int8``
+assistant: torch's dynamic quantization as it is, activations per tensor, fine for a draft that only proposes).
+The decoder reads a layer back through ``dequantized`` and ``fast_linear``; nothing else in the package
+touches torch's quantization modules (``torch.ao.quantization``, which torch 2.13 marks deprecated for removal),
+so replacing them is a change to this file alone. torchao's int8 layers were measured against these and are not
+used: its per-token layer is row-independent but several times slower in eager mode; its weight-only one is
+faster on some shapes and slower on others, and the weight-only compute types are for a GPU's memory (decision
+record 0035, ``bench/bench_int8_backends.py``).
+
+Why not ``torch.ao.quantization.quantize_dynamic`` for the main model: its activation scale is one per *tensor*
 (the min and max of the whole input). A row's result would then depend on the other rows fed with it:
 on the other pieces of a batch (a resumed run with another ``--batch-size`` would decode other tokens)
 and on the draft positions a speculative verify step feeds beside it (speculative output would stop
@@ -25,7 +35,9 @@ depend on the rows beside it any more than with float weights: the guarantees of
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import warnings
 
 import torch
 
@@ -55,8 +67,7 @@ class Int8Linear(torch.nn.Module):
         weight_only = torch.nn.Linear(self.in_features, self.out_features, bias=False)
         with torch.no_grad():
             weight_only.weight.copy_(linear.weight.detach().float())
-        qconfig = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
-        quantized = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(weight_only), qconfig)[0]
+        quantized = _per_channel_dynamic(weight_only)
         self._packed = quantized._packed_params._packed_params
         bias = linear.bias.detach().float().clone() if linear.bias is not None else None
         self.register_buffer("bias", bias, persistent=False)
@@ -112,6 +123,22 @@ class WeightInt8Linear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, {self.scale.dtype}"
 
 
+@contextlib.contextmanager
+def _deprecated_api():
+    """torch.ao's quantization called knowing it is deprecated (its warnings said once, here, not by every load)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantize_per_(tensor|channel)", category=UserWarning)
+        yield
+
+
+def _per_channel_dynamic(linear: torch.nn.Linear) -> torch.nn.Module:
+    """torch's dynamic int8 linear layer: weights per output channel, activations per tensor."""
+    with _deprecated_api():
+        qconfig = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
+        return torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), qconfig)[0]
+
+
 def _replace_linears(model: torch.nn.Module, make) -> torch.nn.Module:
     """Every ``nn.Linear`` of ``model`` (encoder, decoder, output projection) replaced by ``make(linear)``, in place."""
     for parent in list(model.modules()):
@@ -121,15 +148,69 @@ def _replace_linears(model: torch.nn.Module, make) -> torch.nn.Module:
     return model
 
 
-def weight_only_linears(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """Every ``nn.Linear`` of ``model`` replaced by a ``WeightInt8Linear`` computing in ``dtype``, in place, on
-    the device it is on."""
-    return _replace_linears(model, lambda linear: WeightInt8Linear(linear, dtype))
+INT8, WEIGHT_ONLY, DRAFT = "int8", "weight_only", "draft"
+KINDS = (INT8, WEIGHT_ONLY, DRAFT)
 
 
-def quantize_linears(model: torch.nn.Module) -> torch.nn.Module:
-    """Every ``nn.Linear`` of ``model`` (encoder, decoder, output projection) replaced by an ``Int8Linear``, in place.
-    Convolutions, norms, embeddings and attention stay fp32."""
+def quantize(model: torch.nn.Module, kind: str, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """Every ``nn.Linear`` of ``model`` (encoder, decoder, output projection) made int8, in place; convolutions,
+    norms, embeddings and attention stay as they are.
+
+    ``int8``: ``Int8Linear`` (CPU). ``weight_only``: ``WeightInt8Linear`` computing in ``dtype``, on the device
+    the model is on. ``draft``: torch's dynamic quantization (CPU, float32 model; per-tensor weights and
+    activations: a draft's rows may depend on each other, the main model decides)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown quantization {kind!r}: one of {', '.join(KINDS)}")
+    if kind == WEIGHT_ONLY:
+        if dtype is None:
+            raise ValueError("weight_only quantization computes in a dtype: pass dtype")
+        return _replace_linears(model, lambda linear: WeightInt8Linear(linear, dtype))
     if next(model.parameters()).device.type != "cpu":
         raise ValueError("int8 linear layers run on the CPU (fbgemm)")
-    return _replace_linears(model, Int8Linear)
+    if kind == INT8:
+        return _replace_linears(model, Int8Linear)
+    with _deprecated_api():
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+def quantize_like(linear: torch.nn.Linear, like: torch.nn.Module) -> torch.nn.Module:
+    """A float layer made (fused from others) as int8 as ``like`` is, for a draft: per-channel dynamic int8 when
+    ``like`` is per-token or dynamic int8 (a draft may quantize per tensor), weight-only int8 in ``like``'s dtype,
+    else float on ``like``'s device and dtype."""
+    if kind_of(like) in (INT8, DRAFT):
+        return _per_channel_dynamic(linear)
+    if kind_of(like) == WEIGHT_ONLY:
+        return WeightInt8Linear(linear, like.scale.dtype).to(like.qweight.device)
+    return linear.to(like.weight.device, like.weight.dtype)
+
+
+def kind_of(module: torch.nn.Module) -> str | None:
+    """Which int8 kind a linear layer is (``None``: a float one)."""
+    if isinstance(module, Int8Linear):
+        return INT8
+    if isinstance(module, WeightInt8Linear):
+        return WEIGHT_ONLY
+    if isinstance(module, torch.ao.nn.quantized.dynamic.Linear):
+        return DRAFT
+    return None
+
+
+def dequantized(linear: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The float32 weight and bias a linear layer of any kind stands for."""
+    if isinstance(linear, torch.ao.nn.quantized.dynamic.Linear):
+        return linear.weight().dequantize(), linear.bias()
+    if isinstance(linear, (Int8Linear, WeightInt8Linear)):
+        return linear.dequantized()
+    return linear.weight.detach().float(), None if linear.bias is None else linear.bias.detach().float()
+
+
+def fast_linear(module: torch.nn.Module):
+    """The layer as a plain function of its input, without module dispatch where that is possible (the
+    decoder's hot path): fbgemm's kernel on a dynamic int8 layer's packed weights, ``F.linear`` on a float one."""
+    if isinstance(module, torch.ao.nn.quantized.dynamic.Linear) and module._packed_params.dtype == torch.qint8:
+        packed = module._packed_params._packed_params
+        return lambda x: torch.ops.quantized.linear_dynamic(x, packed, reduce_range=True)
+    if type(module) is torch.nn.Linear:
+        weight, bias = module.weight, module.bias
+        return lambda x: torch.nn.functional.linear(x, weight, bias)
+    return module

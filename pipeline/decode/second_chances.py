@@ -1,0 +1,189 @@
+"""Second chances, run: the fallback ladder for pieces failing Whisper's checks, and the coverage rounds.
+
+``recover.py`` holds the pure decisions (which stretches, which candidate, in which order); this module runs
+them with the stage's models, through its ``Transcriber`` (``t``): a failing piece is decoded again by
+transformers' generate with the main model alone (beam search, then seeded sampling), one piece at a time, so
+the result depends neither on the batch nor on an assistant; uncovered voice goes back through the stage
+itself (``t._decode``) as short clips. Both can take minutes: a stop asked for meanwhile abandons the batch
+(``Abandoned``), which is decoded again on resume with the same seeded result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from .. import segments as cleanup
+from ..audio import SAMPLE_RATE
+from ..records import DecodeStats, PieceResult, Redecode
+from . import recover, score
+from .generate import Generated
+
+
+class Abandoned(Exception):
+    """A stop was asked for while a piece was at its second chance (which can take minutes): its batch is
+    dropped, and decoded again on resume (the same seeded result)."""
+
+
+def fallback(t, features, encoded, languages, generated: list[Generated], audio, results) -> None:
+    """Pieces failing Whisper's checks (and not silence) are decoded again — beam search, then seeded
+    sampling at rising temperatures — by the main model alone, one at a time (the result does not
+    depend on the batch), until one passes; the best by Whisper's rule is kept (``recover.better``)."""
+    o = t.options
+    for i, r in enumerate(results):
+        best = recover.Candidate(r.avg_logprob, r.compression_ratio)
+        if score.silent(r, o) or not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
+            continue
+        why = (
+            f"compression ratio {best.compression_ratio:.2f}"
+            if best.compression_ratio > o.compression_ratio_threshold
+            else f"avg log-prob {best.avg_logprob:.2f}"
+        )
+        ladder = list(recover.fallbacks(o.fallback_beams))
+        if ladder and t.notify is not None:
+            t.notify(
+                f"a {len(audio[i]) / SAMPLE_RATE:.0f} s piece failed Whisper's checks ({why}): second chance "
+                f"({', '.join(label for label, _, _ in ladder[:2])}, ...; Ctrl-C abandons it, redone on resume)"
+            )
+        with abandon_on_stop(t):
+            _ladder(t, i, r, best, why, ladder, features, encoded, languages, generated, audio)
+
+
+@contextlib.contextmanager
+def abandon_on_stop(t):
+    """While a second chance runs, every main-model forward pass first checks for a stop."""
+    stop = t.stop
+
+    def check(_module, _args):
+        if stop is not None and stop.is_set():
+            raise Abandoned()
+
+    handle = t.models.main.register_forward_pre_hook(check)
+    try:
+        if stop is not None and stop.is_set():
+            raise Abandoned()
+        yield
+    finally:
+        handle.remove()
+
+
+def _ladder(t, i, r, best, why, ladder, features, encoded, languages, generated, audio) -> None:
+    """The attempts of one piece's second chance, until one passes Whisper's checks."""
+    o = t.options
+    for label, beams, temperature in ladder:
+        retry = again(t, features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
+        trial = PieceResult()
+        t._score(encoded[i : i + 1], languages[i : i + 1], [retry], [trial])
+        candidate = recover.Candidate(trial.avg_logprob, score.compression_ratio(t.models.tokenizer, retry.tokens))
+        keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
+        r.redecodes.append(
+            Redecode(
+                0.0,
+                round(len(audio[i]) / SAMPLE_RATE, 3),
+                f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
+                [tok for tok in retry.tokens if tok < t.tokens.eot] if keep else [],
+            )
+        )
+        r.stats.main_calls += retry.stats.main_calls
+        r.stats.redecode_calls += retry.stats.main_calls
+        if keep:
+            generated[i], best = retry, candidate
+            r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
+        if not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
+            break
+
+
+def fallback_tokens(t, language: str | None) -> int:
+    """openai-whisper's sample length, less what a long prompt takes: transformers refuses a prompt plus new
+    tokens past the model's positions (a 224-token prompt left 223)."""
+    return min(recover.MAX_NEW_TOKENS, t.plain.max_positions - len(t._prompt(language)))
+
+
+def again(t, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
+    """One piece decoded by transformers' generate (main model; beam search or seeded sampling), as
+    podscribe's loop returns it."""
+    from .hf_generate import hf_generate
+
+    cuda = [features.device.index or 0] if features.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):  # seeded here, the caller's random state untouched
+        torch.manual_seed(recover.SEED)
+        ((_, segments, (calls, _)),) = hf_generate(
+            t.models.main,
+            features,
+            [language],
+            True,
+            None,
+            encoded,
+            t.options.task,
+            t.context or None,
+            beams,
+            temperature,
+            fallback_tokens(t, language),
+        )
+    segs = [
+        {"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(tok) for tok in seg["tokens"]]}
+        for seg in segments or []
+    ]
+    ids = [tok for seg in segs for tok in seg["tokens"]]
+    return Generated(ids, segs, DecodeStats(main_calls=calls, passes=1), pass_lengths=[len(ids)])
+
+
+def cover(t, audio: list[np.ndarray], results: list[PieceResult]) -> None:
+    """The coverage check (``recover.py``): voice no text covers is decoded again as short clips, in
+    rounds while a round recovers something."""
+    o = t.options
+    attempts: list[list[tuple[float, float]]] = [[] for _ in results]
+    for _ in range(recover.MAX_ROUNDS):
+        jobs = []  # (row, gap, clip span), piece-relative seconds
+        for i, (a, r) in enumerate(zip(audio, results)):
+            if r.skipped or not r.speech:
+                continue
+            for gap in recover.uncovered(r.speech, covered(r, o.coverage_gap_s), o.coverage_gap_s):
+                span = recover.clip(gap, len(a) / SAMPLE_RATE)
+                if not recover.tried(span, attempts[i]):
+                    attempts[i].append(span)
+                    jobs.append((i, gap, span))
+        if not jobs:
+            return
+        clips = [audio[i][int(lo * SAMPLE_RATE) : int(hi * SAMPLE_RATE)] for i, _, (lo, hi) in jobs]
+        found, active = t._gate(clips)
+        for at in range(0, len(active), o.batch_size):
+            rows = active[at : at + o.batch_size]
+            t._decode([clips[k] for k in rows], [found[k] for k in rows], [results[jobs[k][0]].language for k in rows])
+        progress = False
+        for (i, gap, (lo, hi)), sub in zip(jobs, found):
+            r = results[i]
+            new = [
+                cleanup.shifted(s, lo)
+                for s in sub.segments
+                if recover.belongs(s.start_s + lo, s.end_s + lo, gap)
+                and not recover.echoes_around(s.text, r.segments, gap)
+            ]
+            r.redecodes += [
+                Redecode(round(d.start_s + lo, 3), round(d.end_s + lo, 3), d.reason, d.tokens) for d in sub.redecodes
+            ]
+            r.redecodes.append(
+                Redecode(round(lo, 3), round(hi, 3), "uncovered speech", [tok for s in new for tok in s.ids])
+            )
+            # a clip's calls are all second-chance calls; passes count the piece's own
+            r.stats.add(replace(sub.stats, passes=0, redecode_calls=sub.stats.main_calls))
+            if new:
+                r.segments = recover.merge(r.segments, new)
+                progress = True
+        if not progress:
+            return
+
+
+def covered(r: PieceResult, gap_s: float) -> list[tuple[float, float]]:
+    """What a piece's text covers: each segment's span, or its words' (padded) where the segment is
+    thin for the speech in it and its words are known."""
+    out = []
+    for seg in r.segments:
+        if seg.words and recover.thin(seg.start_s, seg.end_s, len(seg.text.split()), r.speech, gap_s):
+            out += [(w.start_s - recover.WORD_PAD_S, w.end_s + recover.WORD_PAD_S) for w in seg.words if w.word.strip()]
+        else:
+            out.append((seg.start_s, seg.end_s))
+    return out

@@ -1,0 +1,196 @@
+"""The patches into transformers' internals (pipeline/backend/hf_internals.py): each check passes on the installed
+transformers and fails with a clear error — naming the patch, what is missing and the installed version — on a
+stand-in that lacks what the patch relies on. Tiny random Whisper modules only (no weights: the fast tier)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import transformers
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.models.whisper import modeling_whisper
+
+from pipeline.backend import hf_internals as hf
+from pipeline.backend.hf_internals import InternalsChanged
+
+
+def tiny_whisper() -> transformers.WhisperForConditionalGeneration:
+    config = transformers.WhisperConfig(
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_mel_bins=8,
+        max_source_positions=8,
+        max_target_positions=16,
+        vocab_size=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=3,
+    )
+    torch.manual_seed(0)
+    return transformers.WhisperForConditionalGeneration(config).eval()
+
+
+def changed(patch: hf.Patch, *words: str):
+    """The error a check must give: the patch, the installed version, and what is missing."""
+    pattern = rf"{patch.name}.*transformers {transformers.__version__}"
+    return pytest.raises(InternalsChanged, match=pattern), words
+
+
+def assert_names(error, words) -> None:
+    message = str(error.value)
+    assert all(word in message for word in words), message
+
+
+def test_every_check_passes_on_the_installed_transformers():
+    hf.check_all()
+    assert len(hf.PATCHES) == 5
+
+
+def test_encoder_stream_check():
+    model = hf.contiguous_encoder_stream(tiny_whisper())
+    assert len(model.model.encoder.layers[0]._forward_pre_hooks) == 1
+    hf.contiguous_encoder_stream(model)  # once only
+    assert len(model.model.encoder.layers[0]._forward_pre_hooks) == 1
+
+    class Layer(torch.nn.Module):
+        def forward(self, inputs, attention_mask=None):
+            return inputs
+
+    raises, words = changed(hf.ENCODER_STREAM, "Layer.forward(hidden_states")
+    with raises as error:
+        hf.check_encoder_stream(Layer)
+    assert_names(error, words)
+    other = tiny_whisper()
+    other.model.encoder.layers[0] = Layer()
+    with pytest.raises(InternalsChanged, match="contiguous_encoder_stream"):
+        hf.contiguous_encoder_stream(other)
+
+
+def test_reuse_encoder_check():
+    hf.check_reuse_encoder()
+
+    class Encoder:
+        def forward(self, features, attention_mask=None): ...
+
+    raises, words = changed(hf.REUSE_ENCODER, "WhisperEncoder.forward(input_features")
+    with raises as error:
+        hf.check_reuse_encoder(encoder_class=Encoder)
+    assert_names(error, words)
+
+    class Model:  # no get_encoder
+        pass
+
+    with pytest.raises(InternalsChanged, match="get_encoder"):
+        hf.check_reuse_encoder(model_class=Model)
+
+
+def test_cache_layers_check():
+    """The installed caches pass, and ``cache_of`` builds a cache the decoder reads as it is: the same hidden
+    states as when the decoder projects the keys/values itself. Stand-ins: a cache whose layers do not hold what
+    ``update`` stored, an EncoderDecoderCache without ``is_updated``, an attention that projects anyway."""
+    hf.check_cache_layers()
+    model = tiny_whisper()
+    encoded = torch.randn(2, 8, 16)
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    from pipeline.decode.kv_cache import CrossKV
+
+    with torch.no_grad():
+        cross = CrossKV.project(model, encoded)
+        ours = model.model.decoder(input_ids=ids, encoder_hidden_states=encoded, cache=hf.cache_of(cross))
+        theirs = model.model.decoder(input_ids=ids, encoder_hidden_states=encoded)
+    assert torch.allclose(ours.last_hidden_state, theirs.last_hidden_state, atol=1e-6)
+
+    class Forgetful(DynamicCache):
+        def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+            return super().update(key_states * 0, value_states * 0, layer_idx, *args, **kwargs)
+
+    raises, words = changed(hf.CACHE_LAYERS, ".keys / .values")
+    with raises as error:
+        hf.check_cache_layers(dynamic=Forgetful)
+    assert_names(error, words)
+
+    class NoFlags(EncoderDecoderCache):
+        def __init__(self, *caches):
+            super().__init__(*caches)
+            del self.is_updated
+
+    with pytest.raises(InternalsChanged, match="is_updated"):
+        hf.check_cache_layers(encoder_decoder=NoFlags)
+
+    class Projecting(modeling_whisper.WhisperAttention):
+        def forward(self, hidden_states, key_value_states=None, cache=None, **kwargs):
+            return super().forward(hidden_states, key_value_states=key_value_states, cache=None, **kwargs)
+
+    with pytest.raises(InternalsChanged, match="reading an is_updated cross-attention cache"):
+        hf.check_cache_layers(attention_class=Projecting)
+
+    class OldDecoder:
+        def forward(self, input_ids=None, encoder_hidden_states=None, past_key_values=None): ...
+
+    with pytest.raises(InternalsChanged, match="cache="):
+        hf.check_cache_layers(decoder_class=OldDecoder)
+
+
+def test_attention_layout_check():
+    """podscribe's decoder and the word timings read the attention modules' weights by name: a model laid out
+    otherwise is refused when the decoder is built, with the missing name in the message."""
+    from pipeline.decode.kv_cache import KVCacheDecoder
+
+    model = tiny_whisper()
+    assert hf.check_attention_layout(model) is model.model.decoder
+    KVCacheDecoder(model)
+    renamed = copy.deepcopy(model)
+    attn = renamed.model.decoder.layers[1].encoder_attn
+    attn.query = attn.q_proj
+    del attn.q_proj
+    raises, words = changed(hf.ATTENTION_LAYOUT, "layers[1].encoder_attn.q_proj")
+    with raises as error:
+        KVCacheDecoder(renamed)
+    assert_names(error, words)
+    rescaled = copy.deepcopy(model)
+    rescaled.model.decoder.layers[0].self_attn.scaling = 1.0  # scaled after the product instead
+    with pytest.raises(InternalsChanged, match=r"layers\[0\].self_attn: scaling = head_dim \*\* -0.5"):
+        hf.check_attention_layout(rescaled)
+    flat = copy.deepcopy(model)
+    del flat.proj_out
+    with pytest.raises(InternalsChanged, match="proj_out"):
+        hf.check_attention_layout(flat)
+
+
+def test_asr_pipeline_check():
+    hf.check_asr_pipeline()
+
+    class Pipeline:
+        def _forward(self, model_inputs, **generate_kwargs):
+            return self.model(**model_inputs)
+
+    raises, words = changed(hf.ASR_DEFAULTS, "self.model.generate")
+    with raises as error:
+        hf.check_asr_pipeline(Pipeline)
+    assert_names(error, words)
+
+    class Defaults:
+        _generation_defaults = {"num_beams": 5}
+
+    hf.asr_greedy_by_default(asr := Defaults())
+    assert asr._generation_defaults == {"num_beams": 1}
+    with pytest.raises(InternalsChanged, match="_generation_defaults"):
+        hf.asr_greedy_by_default(object())
+
+
+def test_language_names_are_transformers_own():
+    """The language names the decoder accepts come from languages.py (no transformers internal): the same table as
+    transformers' TO_LANGUAGE_CODE."""
+    from transformers.models.whisper.tokenization_whisper import TO_LANGUAGE_CODE
+
+    from pipeline.languages import CODE_OF_NAME
+
+    assert CODE_OF_NAME == TO_LANGUAGE_CODE
