@@ -35,8 +35,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .atomic import atomic_write_bytes, read_json_dict, try_flock
 from .errors import ConfigChanged, StorageError
-from .manifest import atomic_write_bytes, read_json_dict, try_flock
 
 log = logging.getLogger("podscribe")
 

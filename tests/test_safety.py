@@ -27,7 +27,7 @@ from helpers import REPO, ffmpeg, podscribe, start, write_wav
 from pipeline import audio
 from pipeline.decode import DecodeOptions
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_DAMAGED_STATE, EXIT_SIGTERM, EXIT_STORAGE, EXIT_USAGE
-from pipeline.manifest import identify, legacy_fingerprint
+from pipeline.identity import identify, legacy_fingerprint
 from pipeline.runner import JobOptions, run
 
 TINY = ["--model", "tiny.en", "-q"]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import workers
-from ..manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
+from ..identity import Fingerprints, Identity, legacy_fingerprint, path_id
+from ..manifest import JobDir, row_paths
 from .config import speaker_config
 from .inputs import InputRef
 
