@@ -43,27 +43,48 @@ __all__ = ["ConfigChanged", "JobLocked", "JobDir", "write_table", "row_paths", "
 
 log = logging.getLogger("podscribe")
 
+# What reading a damaged table raises: I/O and format errors, a page that fails its CRC, sizes read from garbage.
+UNREADABLE = (OSError, ValueError, pa.ArrowException)
+
 
 def _wrong_types(record: dict) -> str | None:
     """What in a parsed job.json is not of the type podscribe wrote (None: nothing)."""
     inputs = record.get("inputs", [])
     if not isinstance(inputs, list) or not all(isinstance(x, str) for x in inputs):
         return "inputs is not a list of paths"
-    if not isinstance(record.get("outputs") or {}, dict):
+    outputs = record.get("outputs") or {}
+    if not isinstance(outputs, dict):
         return "outputs is not a table"
+    if outputs and not (
+        isinstance(outputs.get("subtitles"), list)
+        and all(isinstance(x, str) for x in outputs["subtitles"])
+        and isinstance(outputs.get("output_dir") or "", str)
+        and isinstance(outputs.get("cue_rules"), dict)
+    ):
+        return "outputs is not a list of formats, a folder and cue rules"
     for section, value in record.get("config", {}).items():
         if section in ("models", "decode", "cut", "diarize") and not isinstance(value, dict):
             return f"config.{section} is a {type(value).__name__}, not a table"
+    for key, value in record.get("config", {}).get("models", {}).items():
+        if not isinstance(value, str | None):
+            return f"config.models.{key} is a {type(value).__name__}, not a name"
     if not isinstance(record.get("config_hash", ""), str):
         return "config_hash is not a string"
     return None
 
 
 def write_table(path: Path, rows: list[dict], schema: pa.Schema) -> None:
+    """Every data page with its CRC: a page damaged on disk fails to read (``read_table``) instead of reading as
+    other values (a footer that reads says nothing about the pages before it)."""
     table = pa.Table.from_pylist(rows, schema=schema)
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table, sink, write_page_checksum=True)
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def read_table(path: Path, schema: pa.Schema) -> pa.Table:
+    """A table read whole, each page checked against its CRC (tables written before the CRCs: read unchecked)."""
+    return pq.read_table(path, schema=schema, page_checksum_verification=True)
 
 
 def row_paths(row: dict) -> list[str]:
@@ -215,8 +236,8 @@ class JobDir:
         rows = {}
         for path in sorted(folder.glob("batch-*.parquet")) if folder.is_dir() else []:
             try:
-                batch = pq.read_table(path, schema=PARTIAL_SCHEMA).to_pylist()
-            except (OSError, ValueError) as exc:
+                batch = read_table(path, PARTIAL_SCHEMA).to_pylist()
+            except UNREADABLE as exc:
                 log.warning("dropping damaged checkpoint %s (%s); its pieces are decoded again", path, exc)
                 path.unlink(missing_ok=True)
                 continue
@@ -275,8 +296,8 @@ class JobDir:
     def file_row(self, file_id: str) -> dict | None:
         """One input's files row as it is on disk now (None: none, or unreadable)."""
         try:
-            rows = pq.read_table(self.table_path("files", file_id), schema=FILES_SCHEMA).to_pylist()
-        except (OSError, ValueError):
+            rows = read_table(self.table_path("files", file_id), FILES_SCHEMA).to_pylist()
+        except UNREADABLE:
             return None
         return rows[0] if rows else None
 
@@ -290,18 +311,19 @@ class JobDir:
         tables = []
         for f in files:
             try:
-                tables.append(pq.read_table(f, schema=TABLES[table]))
-            except (OSError, ValueError) as exc:
+                tables.append(read_table(f, TABLES[table]))
+            except UNREADABLE as exc:
                 self.damaged.append((f, str(exc)))
         return pa.concat_tables(tables) if tables else TABLES[table].empty_table()
 
     def readable(self, table: str, file_id: str) -> bool:
-        """The table file exists and its footer reads (a truncated write or a damaged disk fails here)."""
+        """The table file exists and reads whole: its footer (a truncated write) and every page (bytes damaged in
+        the middle: a page that does not decode, or one that fails its CRC). Unreadable ones land in ``damaged``."""
         path = self.table_path(table, file_id)
         try:
-            pq.read_metadata(path)
+            pq.ParquetFile(path, page_checksum_verification=True).read()
             return True
-        except (OSError, ValueError) as exc:
+        except UNREADABLE as exc:
             if path.exists():
                 self.damaged.append((path, str(exc)))
             return False

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import workers
 from .errors import DamagedState
-from .job.state import file_state
+from .job.state import DONE_TABLES, file_state
 from .job_report import partial_rate
 from .manifest import JobDir, damage_hint, row_paths
 from .probes import ProbeCache
@@ -154,10 +154,12 @@ def job_status(root: Path) -> JobStatus:
     by_path = {p: fid for fid, r in rows.items() for p in row_paths(r)}
     for r in rows.values():
         state = file_state(job, r)  # the rule the worker plans by
-        if state == "pending":  # done, but its segments cannot be read: decoded again by the next run
-            if not job.table_path("segments", r["file_id"]).exists():
-                st.problems.append(f"the segments table of {r['path']} is missing: rerun the job to decode it again")
+        if state == "pending":  # done, but its segments or pieces cannot be read: decoded again by the next run
+            for table, count in DONE_TABLES:
+                if r[count] and not job.table_path(table, r["file_id"]).exists():
+                    st.problems.append(f"the {table} table of {r['path']} is missing: rerun the job to decode it again")
             st.pending += 1
+            st.audio_left_s += r["duration_s"] or 0.0
             continue
         if state == "done":
             st.done += 1

@@ -1,8 +1,9 @@
 """A job's state: what each input is (its content), and the one rule for what is done, failed, pending or to be
 relabelled — the worker plans by it and ``podscribe status`` counts by it.
 
-A done row whose segments table cannot be read (a truncated write, a damaged disk) is pending again: the worker
-moves the table to ``damaged/`` and decodes the input again; status counts it pending. A path whose content
+A done row whose segments or pieces table is missing or cannot be read whole (a truncated write, bytes damaged in
+the middle of it: a page that fails to decode or its CRC) is pending again: the worker moves the table to
+``damaged/`` and decodes the input again; status counts it pending. A path whose content
 changed no longer belongs to its old row; a path that cannot be read now keeps the results it had (reported
 missing); copies of one content decode once and keep every path (decision 0001).
 """
@@ -41,8 +42,15 @@ class Task:
 
 
 def damaged_done(job: JobDir, row: dict) -> bool:
-    """A done file whose segments cannot be read: done no more (its unreadable table lands in ``job.damaged``)."""
-    return row["status"] == "done" and bool(row["n_segments"]) and not job.readable("segments", row["file_id"])
+    """A done file whose segments or pieces table is missing or cannot be read whole: done no more (an unreadable
+    table lands in ``job.damaged``)."""
+    if row["status"] != "done":
+        return False
+    return any(row[count] and not job.readable(table, row["file_id"]) for table, count in DONE_TABLES)
+
+
+# The tables a done row has, each with the row's count of its rows (a file without speech has no segments table).
+DONE_TABLES = (("segments", "n_segments"), ("pieces", "n_pieces"))
 
 
 def file_state(job: JobDir, row: dict | None) -> str:
