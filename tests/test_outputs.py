@@ -94,3 +94,29 @@ def test_an_output_that_cannot_be_written_for_its_name_fails_alone_and_is_named(
     assert result.returncode == 0 and "done: 2, failed: 0" in result.stdout, result.stdout + result.stderr
     assert f"{long.stem}.srt cannot be written" in result.stderr, result.stderr
     assert (subs / f"{inputs[1].stem}.new.srt").is_file() and f"{inputs[1].stem}.new.srt" in result.stderr
+
+
+def test_outputs_renamed_when_a_name_collision_first_appears_leave_no_stale_file_but_keep_an_edited_one(
+    clips, cache_dir, tmp_path
+):
+    """Run 1 transcribes a/show.wav: show.srt and show.txt. Run 2 adds b/show.wav (the same stem) to the job:
+    both inputs now get collision names, so run 1's show.srt would belong to neither; it is gone. show.txt, which
+    a person edited in between, is kept, and the run says so."""
+    sources = sorted((c.path for c in clips if c.language == "en" and c.duration_s < 4), key=lambda p: p.name)[:2]
+    a, b = tmp_path / "a" / "show.wav", tmp_path / "b" / "show.wav"
+    for src, dst in ((sources[0], a), (sources[1], b)):
+        dst.parent.mkdir()
+        dst.write_bytes(src.read_bytes())
+    out, subs = tmp_path / "job", tmp_path / "job" / "subtitles"
+    args = ("transcribe", "--out", str(out), "--model", "tiny.en", "-q", "--subtitles", "srt,txt")
+    first = podscribe(*args, str(a), cache_dir=cache_dir)
+    assert first.returncode == 0 and sorted(p.name for p in subs.iterdir()) == [".podscribe", "show.srt", "show.txt"]
+    edited = (subs / "show.txt").read_text() + "\nchecked by a person\n"
+    (subs / "show.txt").write_text(edited)
+    second = podscribe(*args, str(a), str(b), cache_dir=cache_dir)
+    assert second.returncode == 0 and "done: 1, failed: 0, already done: 1" in second.stdout, second.stderr
+    names = outputs.output_names([str(a), str(b)])
+    assert names[str(a)] != "show" != names[str(b)]
+    expected = {f"{names[str(p)]}.{ext}" for p in (a, b) for ext in ("srt", "txt")}
+    assert {p.name for p in subs.iterdir()} == {".podscribe", "show.txt", *expected}, "a stale output stayed"
+    assert (subs / "show.txt").read_text() == edited and f"kept: {subs / 'show.txt'}" in second.stderr
