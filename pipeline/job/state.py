@@ -118,9 +118,11 @@ def plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOption
             del by_id[r["file_id"]]
     known_paths = {p: r["file_id"] for r in by_id.values() for p in row_paths(r)}
     tasks: dict[str, Task] = {}
+    gone: dict[str, str] = {}  # input path that cannot be read now -> the content it had
     for ref, ident in zip(refs, idents):
         if not ident.readable and known_paths.get(str(ref.path), ident.file_id) != ident.file_id:
             summary.missing.append((str(ref.path), ident.problem))  # results from an earlier run stay
+            gone[str(ref.path)] = known_paths[str(ref.path)]
             continue
         if ident.file_id in tasks:
             tasks[ident.file_id].refs.append(ref)
@@ -149,8 +151,22 @@ def plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOption
             summary.skipped_failed += 1
         else:
             todo.append(task)
+    unlabelled(job, gone, tasks, by_id, labels, summary)
     fps.save()
     return todo
+
+
+def unlabelled(
+    job: JobDir, gone: dict[str, str], tasks: dict, by_id: dict[str, dict], labels: str | None, summary: JobSummary
+) -> None:
+    """Done files that need speaker labels but whose audio cannot be read at any path this run was given: their
+    transcripts stay, unlabelled, and the run says so (labelling needs the audio)."""
+    for path, file_id in gone.items():
+        row = by_id.get(file_id)
+        if file_id in tasks or row is None or file_state(job, row) != "done" or not needs_labels(row, labels):
+            continue
+        warning = "its audio cannot be read now: its transcript (kept) has no speaker labels; rerun when it is back"
+        summary.warnings.append((path, warning))
 
 
 def restart(job: JobDir, others: list[str]) -> None:
