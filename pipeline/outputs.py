@@ -128,6 +128,7 @@ class OutputDir:
             before = dict(record)
             owners = read_json_dict(self.sources_path)
             owners_before = dict(owners)
+            written: list[str] = []
             for name, data in files.items():
                 try:
                     target, kept = self._one(name, data, record)
@@ -144,8 +145,9 @@ class OutputDir:
                     done.kept.append(kept)
                 if name in (sources or {}):
                     owners[target.name] = list(sources[name])
-            for name, (path, ext) in (sources or {}).items():
-                self._drop_renamed(name, path, ext, record, owners, done)
+                    written.append(name)
+            for name in written:  # an output not written (its name refused) leaves its older files as they are
+                self._drop_renamed(name, *sources[name], record, owners, done)
             if record != before:
                 atomic_write_bytes(self.record_path, json.dumps(record, indent=0, sort_keys=True).encode())
             if owners != owners_before:

@@ -120,3 +120,27 @@ def test_outputs_renamed_when_a_name_collision_first_appears_leave_no_stale_file
     expected = {f"{names[str(p)]}.{ext}" for p in (a, b) for ext in ("srt", "txt")}
     assert {p.name for p in subs.iterdir()} == {".podscribe", "show.txt", *expected}, "a stale output stayed"
     assert (subs / "show.txt").read_text() == edited and f"kept: {subs / 'show.txt'}" in second.stderr
+
+
+def test_an_input_renamed_in_its_outputs_leaves_its_old_files_only_where_a_person_changed_them(tmp_path):
+    """The rule alone: files written for an input under the name it had are removed when its outputs are written
+    under a new one; an edited one is kept (and listed); another input's file, or another format's, is not touched."""
+    folder = outputs.OutputDir(tmp_path)
+    folder.write(
+        {"show.srt": b"1", "show.txt": b"t", "show.vtt": b"v"},
+        sources={
+            "show.srt": ("/a/show.wav", "srt"),
+            "show.txt": ("/a/show.wav", "txt"),
+            "show.vtt": ("/a/show.wav", "vtt"),
+        },
+    )
+    folder.write({"other.srt": b"o"}, sources={"other.srt": ("/b/other.wav", "srt")})
+    (tmp_path / "show.txt").write_bytes(b"edited")
+    written = folder.write(
+        {"show-1.srt": b"1", "show-1.txt": b"t"},
+        sources={"show-1.srt": ("/a/show.wav", "srt"), "show-1.txt": ("/a/show.wav", "txt")},
+    )
+    names = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
+    assert names == ["other.srt", "show-1.srt", "show-1.txt", "show.txt", "show.vtt"], names
+    assert written.kept == [(tmp_path / "show.txt", tmp_path / "show-1.txt")]
+    assert (tmp_path / "show.txt").read_bytes() == b"edited"
