@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import audio
+from .atomic import atomic_write_bytes, read_json_dict
 from .audio import AudioError
-from .manifest import atomic_write_bytes, read_json_dict
 from .models.registry import default_cache_dir
 from .progress import clock
 

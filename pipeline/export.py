@@ -235,6 +235,7 @@ def write_outputs(
     ordered = sorted(segments, key=lambda seg: seg["segment"])
     laid_out: dict[tuple[str, ...], tuple] = {}  # per set of speaker names (copies may be in several shows)
     contents: dict[str, bytes] = {}
+    sources: dict[str, tuple[str, str]] = {}  # file name -> (input path, extension)
     for path in row_paths(row):
         if only is not None and path not in only:
             continue
@@ -249,8 +250,10 @@ def write_outputs(
             log.warning("%s shares its name with another input: its files are named %s.*", path, name)
         for fmt in formats:
             text = _render(fmt, {**row, "path": path}, segments, cues, timed, rules)
-            contents[f"{name}.{EXTRA_FORMATS.get(fmt, fmt)}"] = text.encode("utf-8")
-    return OutputDir(out_dir).write(contents, problems)
+            ext = EXTRA_FORMATS.get(fmt, fmt)
+            contents[f"{name}.{ext}"] = text.encode("utf-8")
+            sources[f"{name}.{ext}"] = (path, ext)
+    return OutputDir(out_dir).write(contents, problems, sources)
 
 
 def _this_name_only(exc: StorageError) -> bool:

@@ -22,38 +22,29 @@ pyarrow.dataset, pandas or ``datasets.load_dataset("parquet", ...)``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import logging
 import os
 import shutil
-import stat
-import tempfile
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import ConfigChanged, DamagedState, JobLocked, StorageError, UsageProblem
+from .atomic import atomic_write_bytes, try_flock
+from .errors import ConfigChanged, DamagedState, JobLocked, UsageProblem
+from .identity import Fingerprints
 from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES
 
-__all__ = ["ConfigChanged", "JobLocked", "JobDir", "Fingerprints", "identify", "atomic_write_bytes"]
+__all__ = ["ConfigChanged", "JobLocked", "JobDir", "write_table", "row_paths", "damage_hint"]
 
 log = logging.getLogger("podscribe")
 
-
-@functools.cache
-def _file_mode() -> int:
-    """What open() would give a new file here: 0o666 less the process umask (mkstemp alone gives 0600).
-
-    Read once: setting the umask to read it is not thread-safe."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+# What reading a damaged table raises: I/O and format errors, a page that fails its CRC, sizes read from garbage.
+UNREADABLE = (OSError, ValueError, pa.ArrowException)
 
 
 def _wrong_types(record: dict) -> str | None:
@@ -61,209 +52,44 @@ def _wrong_types(record: dict) -> str | None:
     inputs = record.get("inputs", [])
     if not isinstance(inputs, list) or not all(isinstance(x, str) for x in inputs):
         return "inputs is not a list of paths"
-    if not isinstance(record.get("outputs") or {}, dict):
+    outputs = record.get("outputs") or {}
+    if not isinstance(outputs, dict):
         return "outputs is not a table"
+    if outputs and not (
+        isinstance(outputs.get("subtitles"), list)
+        and all(isinstance(x, str) for x in outputs["subtitles"])
+        and isinstance(outputs.get("output_dir") or "", str)
+        and isinstance(outputs.get("cue_rules"), dict)
+    ):
+        return "outputs is not a list of formats, a folder and cue rules"
     for section, value in record.get("config", {}).items():
         if section in ("models", "decode", "cut", "diarize") and not isinstance(value, dict):
             return f"config.{section} is a {type(value).__name__}, not a table"
+    for key, value in record.get("config", {}).get("models", {}).items():
+        if not isinstance(value, str | None):
+            return f"config.models.{key} is a {type(value).__name__}, not a name"
     if not isinstance(record.get("config_hash", ""), str):
         return "config_hash is not a string"
     return None
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """temp file in the same folder → fsync → rename → fsync the folder; mode from the umask.
-
-    A failed write (disk full, read-only, permissions) leaves the old file as it was, no temp
-    file behind, and raises StorageError naming the path.
-    """
-    path = Path(path)
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), _file_mode())
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-        _fsync_dir(path.parent)
-    except OSError as exc:
-        raise StorageError(
-            f"cannot write {path}: {exc.strerror or exc}; free space or fix permissions, "
-            "then rerun the same command: it resumes where it stopped"
-        ) from exc
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-
-
-def read_json_dict(path: Path) -> dict:
-    """The JSON object in ``path``, or ``{}`` where the file is missing, unreadable, damaged or holds something
-    else: for the job dir's caches and records that are rebuilt rather than trusted (fingerprints, probes,
-    outputs, rates)."""
-    try:
-        loaded = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
-def _fsync_dir(folder: Path) -> None:
-    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a folder; the rename is what matters there
-        return
-    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def write_table(path: Path, rows: list[dict], schema: pa.Schema) -> None:
+    """Every data page with its CRC: a page damaged on disk fails to read (``read_table``) instead of reading as
+    other values (a footer that reads says nothing about the pages before it)."""
     table = pa.Table.from_pylist(rows, schema=schema)
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table, sink, write_page_checksum=True)
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def read_table(path: Path, schema: pa.Schema) -> pa.Table:
+    """A table read whole, each page checked against its CRC (tables written before the CRCs: read unchecked)."""
+    return pq.read_table(path, schema=schema, page_checksum_verification=True)
 
 
 def row_paths(row: dict) -> list[str]:
     """A files row's input paths, absolute (rows made before paths were stored absolute: from this folder)."""
     return [os.path.abspath(p) for p in (row.get("paths") or [row["path"]])]
-
-
-# -- what identifies an input -----------------------------------------------------------
-
-FILE_ID_HEX = 32  # 128 bits of a SHA-256 of the whole content
-_HASH_BLOCK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Identity:
-    """An input path's content id, or why the path cannot be read now (then the id is the path's)."""
-
-    file_id: str
-    problem: str | None = None
-
-    @property
-    def readable(self) -> bool:
-        return self.problem is None
-
-
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def path_id(path: Path) -> str:
-    return "x" + hashlib.sha256(b"unreadable:" + os.fsencode(path)).hexdigest()[: FILE_ID_HEX - 1]
-
-
-def _unreadable(path: Path, problem: str) -> Identity:
-    return Identity(path_id(path), problem)
-
-
-def identify(path: Path) -> tuple[Identity, tuple | None]:
-    """The content id of ``path`` (SHA-256 of every byte) and the stat key it was read under.
-
-    Never blocks on a FIFO or device: a path that is not a regular file is not read (it is
-    opened non-blocking and checked with fstat first). Missing and unreadable paths get an id
-    from their path and a problem; they still have a row.
-    """
-    path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except FileNotFoundError:
-        return _unreadable(path, f"file not found: {path}"), None
-    except OSError as exc:
-        return _unreadable(path, f"cannot open {path}: {exc.strerror or exc}"), None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return _unreadable(path, f"{_kind(st.st_mode)}, not an audio file: {path}"), None
-        h = hashlib.sha256()
-        with os.fdopen(os.dup(fd), "rb") as f:
-            for block in iter(lambda: f.read(_HASH_BLOCK), b""):
-                h.update(block)
-        return Identity(h.hexdigest()[:FILE_ID_HEX]), _stat_key(st)
-    except OSError as exc:
-        return _unreadable(path, f"cannot read {path}: {exc.strerror or exc}"), None
-    finally:
-        os.close(fd)
-
-
-def _stat_key(st: os.stat_result) -> tuple:
-    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
-
-
-def legacy_fingerprint(path: Path, block: int = 1 << 16) -> str | None:
-    """The id podscribe < 0.2 gave a file (size + first and last 64 KiB): to adopt old job dirs' rows."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        h = hashlib.sha1()
-        size = os.stat(path).st_size
-        with open(path, "rb") as f:
-            h.update(str(size).encode())
-            h.update(f.read(block))
-            if size > block:
-                f.seek(max(block, size - block))
-                h.update(f.read(block))
-        return h.hexdigest()[:16]
-    except OSError:
-        return None
-
-
-class Fingerprints:
-    """Content ids of a job's inputs, hashed again only when size, mtime or inode changed (git's index
-    does the same): a rerun of a 10,000-episode job does not read 10,000 files again.
-
-    Kept in ``<job dir>/fingerprints.json``; a damaged one is ignored (everything is hashed again).
-    """
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.entries: dict[str, list] = read_json_dict(self.path)
-        self.changed = False
-
-    def identify(self, path: Path) -> Identity:
-        key = str(path)
-        try:
-            st = os.stat(path)
-            cached = self.entries.get(key)
-            if stat.S_ISREG(st.st_mode) and cached and tuple(cached[:4]) == _stat_key(st):
-                return Identity(cached[4])
-        except OSError:
-            pass
-        ident, stat_key = identify(path)
-        if stat_key is not None:
-            self.remember(key, stat_key, ident.file_id)
-        return ident
-
-    def remember(self, key: str, stat_key: tuple, file_id: str) -> None:
-        self.entries[key] = [*stat_key, file_id]
-        self.changed = True
-
-    def adopt(self, path: Path, file_id: str) -> None:
-        """Map ``path`` to an id of an older scheme that its row already has."""
-        try:
-            self.remember(str(path), _stat_key(os.stat(path)), file_id)
-        except OSError:
-            pass
-
-    def save(self) -> None:
-        if self.changed:
-            atomic_write_bytes(self.path, json.dumps(self.entries, sort_keys=True).encode())
-            self.changed = False
 
 
 # -- the job directory ---------------------------------------------------------------------
@@ -410,8 +236,8 @@ class JobDir:
         rows = {}
         for path in sorted(folder.glob("batch-*.parquet")) if folder.is_dir() else []:
             try:
-                batch = pq.read_table(path, schema=PARTIAL_SCHEMA).to_pylist()
-            except (OSError, ValueError) as exc:
+                batch = read_table(path, PARTIAL_SCHEMA).to_pylist()
+            except UNREADABLE as exc:
                 log.warning("dropping damaged checkpoint %s (%s); its pieces are decoded again", path, exc)
                 path.unlink(missing_ok=True)
                 continue
@@ -470,8 +296,8 @@ class JobDir:
     def file_row(self, file_id: str) -> dict | None:
         """One input's files row as it is on disk now (None: none, or unreadable)."""
         try:
-            rows = pq.read_table(self.table_path("files", file_id), schema=FILES_SCHEMA).to_pylist()
-        except (OSError, ValueError):
+            rows = read_table(self.table_path("files", file_id), FILES_SCHEMA).to_pylist()
+        except UNREADABLE:
             return None
         return rows[0] if rows else None
 
@@ -485,18 +311,19 @@ class JobDir:
         tables = []
         for f in files:
             try:
-                tables.append(pq.read_table(f, schema=TABLES[table]))
-            except (OSError, ValueError) as exc:
+                tables.append(read_table(f, TABLES[table]))
+            except UNREADABLE as exc:
                 self.damaged.append((f, str(exc)))
         return pa.concat_tables(tables) if tables else TABLES[table].empty_table()
 
     def readable(self, table: str, file_id: str) -> bool:
-        """The table file exists and its footer reads (a truncated write or a damaged disk fails here)."""
+        """The table file exists and reads whole: its footer (a truncated write) and every page (bytes damaged in
+        the middle: a page that does not decode, or one that fails its CRC). Unreadable ones land in ``damaged``."""
         path = self.table_path(table, file_id)
         try:
-            pq.read_metadata(path)
+            pq.ParquetFile(path, page_checksum_verification=True).read()
             return True
-        except (OSError, ValueError) as exc:
+        except UNREADABLE as exc:
             if path.exists():
                 self.damaged.append((path, str(exc)))
             return False
@@ -536,27 +363,6 @@ def damage_hint(path: Path, error: str) -> str:
         f"damaged table {path} ({error.splitlines()[0] if error else 'unreadable'}): rerun the job to move it "
         "to damaged/ and decode that input again, or --restart"
     )
-
-
-def try_flock(fd: int, shared: bool = False) -> bool:
-    """Take the lock of an open file without waiting; False when another process holds it.
-
-    flock: held per open file, dropped by the OS when the holder closes it or dies."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: msvcrt's lock is per process too (no shared mode: taken exclusive)
-        import msvcrt
-
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
 
 
 def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:

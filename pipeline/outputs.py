@@ -35,13 +35,14 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .atomic import atomic_write_bytes, read_json_dict, try_flock
 from .errors import ConfigChanged, StorageError
-from .manifest import atomic_write_bytes, read_json_dict, try_flock
 
 log = logging.getLogger("podscribe")
 
 RECORD_DIR = ".podscribe"
 RECORD = "written.json"
+SOURCES = "sources.json"  # name -> [the input path it was written for, its extension]
 
 
 def output_names(paths: Iterable[str]) -> dict[str, str]:
@@ -85,6 +86,7 @@ class OutputDir:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.record_path = self.folder / RECORD_DIR / RECORD
+        self.sources_path = self.folder / RECORD_DIR / SOURCES
 
     @contextlib.contextmanager
     def _locked(self):
@@ -107,14 +109,26 @@ class OutputDir:
     def _record(self) -> dict[str, str]:
         return read_json_dict(self.record_path)
 
-    def write(self, files: dict[str, bytes], problems: list[str] | None = None) -> Written:
+    def write(
+        self,
+        files: dict[str, bytes],
+        problems: list[str] | None = None,
+        sources: dict[str, tuple[str, str]] | None = None,
+    ) -> Written:
         """Write ``{file name: content}`` into the folder by the rule above. A file that cannot be written for
         its own name (too long, a folder of that name) is skipped and described in ``problems``; a full disk or a
-        read-only folder stops the write (every output would fail)."""
+        read-only folder stops the write (every output would fail).
+
+        ``sources``: per file name, the input path it is written for and its extension. A file written earlier for
+        that path and extension under another name (the input's name changed: another input with its stem joined
+        the job) is gone afterwards, unless a person changed it (then it is kept, and listed in ``kept``)."""
         done = Written()
         with self._locked():
             record = self._record()
             before = dict(record)
+            owners = read_json_dict(self.sources_path)
+            owners_before = dict(owners)
+            written: list[str] = []
             for name, data in files.items():
                 try:
                     target, kept = self._one(name, data, record)
@@ -129,9 +143,37 @@ class OutputDir:
                 done.paths.append(target)
                 if kept is not None:
                     done.kept.append(kept)
+                if name in (sources or {}):
+                    owners[target.name] = list(sources[name])
+                    written.append(name)
+            for name in written:  # an output not written (its name refused) leaves its older files as they are
+                self._drop_renamed(name, *sources[name], record, owners, done)
             if record != before:
                 atomic_write_bytes(self.record_path, json.dumps(record, indent=0, sort_keys=True).encode())
+            if owners != owners_before:
+                atomic_write_bytes(self.sources_path, json.dumps(owners, indent=0, sort_keys=True).encode())
         return done
+
+    def _drop_renamed(self, name: str, path: str, ext: str, record: dict, owners: dict, done: Written) -> None:
+        """The files written for ``path`` (extension ``ext``) under a name it no longer has: removed where they
+        still hold what podscribe wrote; kept where a person changed them."""
+        stem = name[: -len(ext) - 1]
+        current = {name, f"{stem}.new.{ext}"}
+        for old, owner in list(owners.items()):
+            if owner != [path, ext] or old in current or old.startswith(f"{stem}.new-"):
+                continue
+            del owners[old]
+            target = self.folder / old
+            digest = _file_digest(target)
+            if digest is not None and digest != record.get(old):
+                log.warning("%s was written for %s, now named %s, and changed since: kept", target, path, name)
+                done.kept.append((target, self.folder / name))
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            record.pop(old, None)
+            if digest is not None:
+                log.info("removed %s: %s is now named %s", target, path, name)
 
     def _one(self, name: str, data: bytes, record: dict) -> tuple[Path, tuple[Path, Path | None] | None]:
         target = self.folder / name

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .atomic import atomic_write_bytes, read_json_dict
 from .audio import AudioInfo
 from .errors import StorageError
-from .manifest import atomic_write_bytes, read_json_dict
 
 
 class ProbeCache:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from . import workers
 from .errors import DamagedState
-from .job.state import file_state
+from .job.config import LABELS
+from .job.state import DONE_TABLES, file_state, needs_labels
 from .job_report import partial_rate
 from .manifest import JobDir, damage_hint, row_paths
 from .probes import ProbeCache
@@ -45,6 +46,7 @@ class JobStatus:
     files_active: int = 0  # files being decoded now (claims held)
     failures: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # inputs that cannot be read now
+    unlabelled: list[tuple[str, bool]] = field(default_factory=list)  # done, no labels of the job's --diarize
     problems: list[str] = field(default_factory=list)  # damaged state, with what to do
     partial_rate: float = 0.0  # audio s per wall s of the files being decoded, from their checkpoints
 
@@ -108,6 +110,12 @@ class JobStatus:
         if self.missing:
             lines.append("missing (cannot be read now; results from earlier runs are kept):")
             lines += [f"  {_shown(path)}" for path in self.missing]
+        if self.unlabelled:
+            lines.append("without the job's speaker labels (the next run with --diarize labels them):")
+            lines += [
+                f"  {_shown(path)}" + ("" if audio else " (its audio cannot be read now)")
+                for path, audio in self.unlabelled
+            ]
         if self.problems:
             lines.append("problems:")
             lines += [f"  {p}" for p in self.problems]
@@ -150,17 +158,23 @@ def job_status(root: Path) -> JobStatus:
         st.problems.append(
             f"{exc}: pending inputs cannot be listed; the next run rebuilds it from the results, or use --restart"
         )
+    diarize = record.get("config", {}).get(LABELS)
+    labels = JobDir.config_hash(diarize) if isinstance(diarize, dict) else None  # as a labelled row keeps it
     rows = {r["file_id"]: r for r in job.file_rows()}
     by_path = {p: fid for fid, r in rows.items() for p in row_paths(r)}
     for r in rows.values():
         state = file_state(job, r)  # the rule the worker plans by
-        if state == "pending":  # done, but its segments cannot be read: decoded again by the next run
-            if not job.table_path("segments", r["file_id"]).exists():
-                st.problems.append(f"the segments table of {r['path']} is missing: rerun the job to decode it again")
+        if state == "pending":  # done, but its segments or pieces cannot be read: decoded again by the next run
+            for table, count in DONE_TABLES:
+                if r[count] and not job.table_path(table, r["file_id"]).exists():
+                    st.problems.append(f"the {table} table of {r['path']} is missing: rerun the job to decode it again")
             st.pending += 1
+            st.audio_left_s += r["duration_s"] or 0.0
             continue
         if state == "done":
             st.done += 1
+            if labels is not None and needs_labels(r, labels):
+                st.unlabelled.append((r["path"], any(os.path.isfile(p) for p in row_paths(r))))
             st.audio_done_s += r["duration_s"] or 0.0
             st.wall_s += r["wall_s"] or 0.0
             mine = st.per_worker.setdefault(r.get("worker") or "?", [0.0, 0.0])

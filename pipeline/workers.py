@@ -28,7 +28,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from .manifest import atomic_write_bytes, try_flock
+from .atomic import atomic_write_bytes, try_flock
 
 MAX_ATTEMPTS = 3  # watched deaths of a file decoded alone, in a row without a new batch, that fail it
 

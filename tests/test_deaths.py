@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 
 from helpers import close, ffmpeg, finish, lines, start, tables
 from pipeline.errors import EXIT_SIGTERM
-from pipeline.manifest import identify
+from pipeline.identity import identify
 
 
 def _pids_alive(trace) -> list[str]:

@@ -523,6 +523,30 @@ def test_three_voices_labelled_later_without_decoding_again(conversation, cache_
 
 
 @pytest.mark.model
+def test_diarize_added_after_an_input_left_its_folder_labels_the_rest_and_names_the_one_left_unlabelled(
+    clips, cache_dir, tmp_path
+):
+    """A finished two-file job gets --diarize after one input was moved away: the other is labelled; the one
+    whose audio cannot be read keeps its transcript, and the run and status both name it as unlabelled."""
+    inputs = sorted((c.path for c in clips if c.language == "en" and c.duration_s < 4), key=lambda p: p.name)[:2]
+    moved, kept = tmp_path / "moved.wav", tmp_path / "kept.wav"
+    moved.write_bytes(inputs[0].read_bytes())
+    kept.write_bytes(inputs[1].read_bytes())
+    out = tmp_path / "job"
+    assert finish(start(out, [moved, kept], cache_dir, None))[0] == 0
+    moved.rename(tmp_path / "elsewhere.wav")
+    code, stdout, stderr = finish(start(out, [moved, kept], cache_dir, None, "--diarize"))
+    assert code == 0 and "given speaker labels: 1" in stdout and "with warnings: 1" in stdout, stdout + stderr
+    assert f"warning: {moved}: its audio cannot be read now" in stderr and "no speaker labels" in stderr, stderr
+    rows = {r["path"]: r for r in pq.read_table(out / "files").to_pylist()}
+    assert rows[str(kept)]["speaker_config"] and not rows[str(moved)]["speaker_config"]
+    assert rows[str(moved)]["status"] == "done", "its transcript was lost"
+    status = podscribe("status", str(out), cache_dir=cache_dir)
+    assert "without the job's speaker labels" in status.stdout, status.stdout
+    assert f"{moved} (its audio cannot be read now)" in status.stdout, status.stdout
+
+
+@pytest.mark.model
 def test_one_reader_is_one_speaker_and_a_job_diarizes_as_it_goes(clips, cache_dir, tmp_path):
     path = tmp_path / "one_voice.wav"
     build(path, [("lj", p) for p in LJ[:8]])

@@ -94,3 +94,53 @@ def test_an_output_that_cannot_be_written_for_its_name_fails_alone_and_is_named(
     assert result.returncode == 0 and "done: 2, failed: 0" in result.stdout, result.stdout + result.stderr
     assert f"{long.stem}.srt cannot be written" in result.stderr, result.stderr
     assert (subs / f"{inputs[1].stem}.new.srt").is_file() and f"{inputs[1].stem}.new.srt" in result.stderr
+
+
+def test_outputs_renamed_when_a_name_collision_first_appears_leave_no_stale_file_but_keep_an_edited_one(
+    clips, cache_dir, tmp_path
+):
+    """Run 1 transcribes a/show.wav: show.srt and show.txt. Run 2 adds b/show.wav (the same stem) to the job:
+    both inputs now get collision names, so run 1's show.srt would belong to neither; it is gone. show.txt, which
+    a person edited in between, is kept, and the run says so."""
+    sources = sorted((c.path for c in clips if c.language == "en" and c.duration_s < 4), key=lambda p: p.name)[:2]
+    a, b = tmp_path / "a" / "show.wav", tmp_path / "b" / "show.wav"
+    for src, dst in ((sources[0], a), (sources[1], b)):
+        dst.parent.mkdir()
+        dst.write_bytes(src.read_bytes())
+    out, subs = tmp_path / "job", tmp_path / "job" / "subtitles"
+    args = ("transcribe", "--out", str(out), "--model", "tiny.en", "-q", "--subtitles", "srt,txt")
+    first = podscribe(*args, str(a), cache_dir=cache_dir)
+    assert first.returncode == 0 and sorted(p.name for p in subs.iterdir()) == [".podscribe", "show.srt", "show.txt"]
+    edited = (subs / "show.txt").read_text() + "\nchecked by a person\n"
+    (subs / "show.txt").write_text(edited)
+    second = podscribe(*args, str(a), str(b), cache_dir=cache_dir)
+    assert second.returncode == 0 and "done: 1, failed: 0, already done: 1" in second.stdout, second.stderr
+    names = outputs.output_names([str(a), str(b)])
+    assert names[str(a)] != "show" != names[str(b)]
+    expected = {f"{names[str(p)]}.{ext}" for p in (a, b) for ext in ("srt", "txt")}
+    assert {p.name for p in subs.iterdir()} == {".podscribe", "show.txt", *expected}, "a stale output stayed"
+    assert (subs / "show.txt").read_text() == edited and f"kept: {subs / 'show.txt'}" in second.stderr
+
+
+def test_an_input_renamed_in_its_outputs_leaves_its_old_files_only_where_a_person_changed_them(tmp_path):
+    """The rule alone: files written for an input under the name it had are removed when its outputs are written
+    under a new one; an edited one is kept (and listed); another input's file, or another format's, is not touched."""
+    folder = outputs.OutputDir(tmp_path)
+    folder.write(
+        {"show.srt": b"1", "show.txt": b"t", "show.vtt": b"v"},
+        sources={
+            "show.srt": ("/a/show.wav", "srt"),
+            "show.txt": ("/a/show.wav", "txt"),
+            "show.vtt": ("/a/show.wav", "vtt"),
+        },
+    )
+    folder.write({"other.srt": b"o"}, sources={"other.srt": ("/b/other.wav", "srt")})
+    (tmp_path / "show.txt").write_bytes(b"edited")
+    written = folder.write(
+        {"show-1.srt": b"1", "show-1.txt": b"t"},
+        sources={"show-1.srt": ("/a/show.wav", "srt"), "show-1.txt": ("/a/show.wav", "txt")},
+    )
+    names = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
+    assert names == ["other.srt", "show-1.srt", "show-1.txt", "show.txt", "show.vtt"], names
+    assert written.kept == [(tmp_path / "show.txt", tmp_path / "show-1.txt")]
+    assert (tmp_path / "show.txt").read_bytes() == b"edited"

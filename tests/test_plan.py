@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from pipeline.audio import SAMPLE_RATE, Piece
-from pipeline.manifest import Fingerprints, identify
+from pipeline.identity import Fingerprints, identify
 from pipeline.records import PieceResult, RawSegment
 from pipeline.runner import expand_inputs
 from pipeline.tables import file_language, segment_flags

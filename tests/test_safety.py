@@ -27,7 +27,7 @@ from helpers import REPO, ffmpeg, podscribe, start, write_wav
 from pipeline import audio
 from pipeline.decode import DecodeOptions
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_DAMAGED_STATE, EXIT_SIGTERM, EXIT_STORAGE, EXIT_USAGE
-from pipeline.manifest import identify, legacy_fingerprint
+from pipeline.identity import identify, legacy_fingerprint
 from pipeline.runner import JobOptions, run
 
 TINY = ["--model", "tiny.en", "-q"]
@@ -260,6 +260,54 @@ def test_a_damaged_table_is_reported_then_set_aside_and_its_input_decoded_again(
     assert pq.read_table(out / table / f"{victim}.parquet").num_rows > 0
 
 
+def _damage_inside(path: Path, how: str) -> None:
+    """Bytes changed in the middle of a table, its footer intact (reading the metadata still works): ``pages``,
+    a run of bytes of the data pages scrambled; ``a value``, one word of the transcript replaced in place by
+    others of its length (it still decodes, as other text)."""
+    data = bytearray(path.read_bytes())
+    pages_end = len(data) - pq.read_metadata(path).serialized_size - 8
+    if how == "pages":
+        middle = pages_end // 2
+        data[middle - 16 : middle + 16] = bytes(b ^ 0x5A for b in data[middle - 16 : middle + 16])
+    else:
+        word = max(pq.read_table(path).column("text")[0].as_py().split(), key=len).encode()
+        changed = bytes(data[:pages_end]).replace(word, b"X" * len(word))
+        assert changed != bytes(data[:pages_end])
+        data[:pages_end] = changed
+    path.write_bytes(bytes(data))
+    assert pq.read_metadata(path).num_rows > 0, "the footer no longer reads: not the damage meant here"
+
+
+@pytest.mark.parametrize(
+    "table, how", [("segments", "pages"), ("segments", "a value"), ("pieces", "pages"), ("pieces", "truncated")]
+)
+def test_a_table_damaged_inside_with_its_footer_intact_is_noticed_and_its_input_decoded_again(
+    table, how, finished_job, cache_dir
+):
+    """A done file's segments or pieces with damaged data pages but an intact footer: status counts the file
+    pending and names the table, export writes nothing from it (never garbage), and the rerun moves the table
+    to damaged/ and decodes the file again, to the same tables."""
+    out, inputs = finished_job
+    victim = identify(inputs[0])[0].file_id
+    path = out / table / f"{victim}.parquet"
+    original = pq.read_table(path).to_pylist()
+    good = {p: b for p, b in snapshot(out).items() if victim not in p.name}
+    _truncate(path) if how == "truncated" else _damage_inside(path, how)
+    status = podscribe("status", str(out), cache_dir=cache_dir)
+    assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
+    assert "1 done, 0 failed, 1 pending" in status.stdout and f"{victim}.parquet" in status.stdout, status.stdout
+    if table == "segments":
+        export = podscribe("export", str(out), "--format", "srt", cache_dir=cache_dir)
+        assert export.returncode == EXIT_DAMAGED_STATE and f"{victim}.parquet" in export.stderr, export.stderr
+        assert not (out / "subtitles" / f"{inputs[0].stem}.srt").exists(), "subtitles from a damaged table"
+    result = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
+    assert result.returncode == 0 and "done: 1, failed: 0, already done: 1" in result.stdout, result.stderr
+    assert list((out / "damaged" / table).iterdir()), "the damaged table is kept aside"
+    assert all(snapshot(out)[p] == b for p, b in good.items()), "the other input's tables were rewritten"
+    assert pq.read_table(path).to_pylist() == original
+    assert "1 pending" not in podscribe("status", str(out), cache_dir=cache_dir).stdout
+
+
 def test_a_damaged_checkpoint_is_dropped_and_its_pieces_decoded_again(speech, tiny_en_models, tmp_path):
     reference = tmp_path / "reference"
     run([str(speech["jfk"])], job_options(reference), models=tiny_en_models)
@@ -281,15 +329,17 @@ def test_a_damaged_checkpoint_is_dropped_and_its_pieces_decoded_again(speech, ti
 WRONG_TYPES = {"config": {"models": "tiny.en", "decode": 3}, "inputs": 5, "config_hash": 7}
 
 
-@pytest.mark.parametrize("damage", ["garbage", "not an object", "wrong types", "deleted"])
+@pytest.mark.parametrize("damage", ["garbage", "not an object", "wrong types", "a number for a name", "deleted"])
 def test_a_lost_job_json_is_rebuilt_when_the_results_match_and_refused_when_not(damage, finished_job, cache_dir):
     out, inputs = finished_job
     job_json = out / "job.json"
+    record = json.loads(job_json.read_text())
+    record["config"]["models"]["runtime"] = 5  # its hash unchanged: only the type is wrong
     if damage == "deleted":
         job_json.unlink()
     else:
         damaged = {"garbage": "{ half", "not an object": "[1, 2]", "wrong types": json.dumps(WRONG_TYPES)}
-        job_json.write_text(damaged[damage])
+        job_json.write_text(damaged.get(damage) or json.dumps(record))
     status = podscribe("status", str(out), cache_dir=cache_dir)
     assert status.returncode == 0 and "Traceback" not in status.stderr and "2 done" in status.stdout
     other = podscribe(

@@ -17,7 +17,7 @@ import pytest
 from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, start, tables
 from pipeline import workers
 from pipeline.errors import EXIT_SIGINT, EXIT_SIGTERM
-from pipeline.manifest import identify
+from pipeline.identity import identify
 from pipeline.status import JobStatus, busy_seconds
 
 # -- fast: the pieces of the protocol ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from helpers import write_wav
 from pipeline.audio import probe
 from pipeline.cli import main
-from pipeline.manifest import identify
+from pipeline.identity import identify
 from pipeline.probes import ProbeCache
 from pipeline.tables import PARTIAL_SCHEMA
 

@@ -1,8 +1,9 @@
 """A job's state: what each input is (its content), and the one rule for what is done, failed, pending or to be
 relabelled — the worker plans by it and ``podscribe status`` counts by it.
 
-A done row whose segments table cannot be read (a truncated write, a damaged disk) is pending again: the worker
-moves the table to ``damaged/`` and decodes the input again; status counts it pending. A path whose content
+A done row whose segments or pieces table is missing or cannot be read whole (a truncated write, bytes damaged in
+the middle of it: a page that fails to decode or its CRC) is pending again: the worker moves the table to
+``damaged/`` and decodes the input again; status counts it pending. A path whose content
 changed no longer belongs to its old row; a path that cannot be read now keeps the results it had (reported
 missing); copies of one content decode once and keep every path (decision 0001).
 """
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import workers
-from ..manifest import Fingerprints, Identity, JobDir, legacy_fingerprint, path_id, row_paths
+from ..identity import Fingerprints, Identity, legacy_fingerprint, path_id
+from ..manifest import JobDir, row_paths
 from .config import speaker_config
 from .inputs import InputRef
 
@@ -40,8 +42,15 @@ class Task:
 
 
 def damaged_done(job: JobDir, row: dict) -> bool:
-    """A done file whose segments cannot be read: done no more (its unreadable table lands in ``job.damaged``)."""
-    return row["status"] == "done" and bool(row["n_segments"]) and not job.readable("segments", row["file_id"])
+    """A done file whose segments or pieces table is missing or cannot be read whole: done no more (an unreadable
+    table lands in ``job.damaged``)."""
+    if row["status"] != "done":
+        return False
+    return any(row[count] and not job.readable(table, row["file_id"]) for table, count in DONE_TABLES)
+
+
+# The tables a done row has, each with the row's count of its rows (a file without speech has no segments table).
+DONE_TABLES = (("segments", "n_segments"), ("pieces", "n_pieces"))
 
 
 def file_state(job: JobDir, row: dict | None) -> str:
@@ -109,9 +118,11 @@ def plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOption
             del by_id[r["file_id"]]
     known_paths = {p: r["file_id"] for r in by_id.values() for p in row_paths(r)}
     tasks: dict[str, Task] = {}
+    gone: dict[str, str] = {}  # input path that cannot be read now -> the content it had
     for ref, ident in zip(refs, idents):
         if not ident.readable and known_paths.get(str(ref.path), ident.file_id) != ident.file_id:
             summary.missing.append((str(ref.path), ident.problem))  # results from an earlier run stay
+            gone[str(ref.path)] = known_paths[str(ref.path)]
             continue
         if ident.file_id in tasks:
             tasks[ident.file_id].refs.append(ref)
@@ -140,8 +151,22 @@ def plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOption
             summary.skipped_failed += 1
         else:
             todo.append(task)
+    unlabelled(job, gone, tasks, by_id, labels, summary)
     fps.save()
     return todo
+
+
+def unlabelled(
+    job: JobDir, gone: dict[str, str], tasks: dict, by_id: dict[str, dict], labels: str | None, summary: JobSummary
+) -> None:
+    """Done files that need speaker labels but whose audio cannot be read at any path this run was given: their
+    transcripts stay, unlabelled, and the run says so (labelling needs the audio)."""
+    for path, file_id in gone.items():
+        row = by_id.get(file_id)
+        if file_id in tasks or row is None or file_state(job, row) != "done" or not needs_labels(row, labels):
+            continue
+        warning = "its audio cannot be read now: its transcript (kept) has no speaker labels; rerun when it is back"
+        summary.warnings.append((path, warning))
 
 
 def restart(job: JobDir, others: list[str]) -> None:

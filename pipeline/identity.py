@@ -1,0 +1,150 @@
+"""What identifies an input: its content (SHA-256 of every byte), never its name or its place (decision 0001).
+
+Hashing a 10,000-episode archive again on every run would read every byte of it, so ``Fingerprints`` keeps each
+path's id under its size, mtime and inode (git's index does the same) in ``<job dir>/fingerprints.json``. A path
+that cannot be read now (missing, a FIFO, a device, no permission) gets an id from its path and the reason, so it
+still has a row; ``legacy_fingerprint`` is the id podscribe < 0.2 gave, to adopt old job dirs' rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from .atomic import atomic_write_bytes, read_json_dict
+
+__all__ = ["Identity", "identify", "path_id", "Fingerprints", "legacy_fingerprint"]
+
+FILE_ID_HEX = 32  # 128 bits of a SHA-256 of the whole content
+_HASH_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An input path's content id, or why the path cannot be read now (then the id is the path's)."""
+
+    file_id: str
+    problem: str | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.problem is None
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def path_id(path: Path) -> str:
+    return "x" + hashlib.sha256(b"unreadable:" + os.fsencode(path)).hexdigest()[: FILE_ID_HEX - 1]
+
+
+def _unreadable(path: Path, problem: str) -> Identity:
+    return Identity(path_id(path), problem)
+
+
+def identify(path: Path) -> tuple[Identity, tuple | None]:
+    """The content id of ``path`` (SHA-256 of every byte) and the stat key it was read under.
+
+    Never blocks on a FIFO or device: a path that is not a regular file is not read (it is
+    opened non-blocking and checked with fstat first). Missing and unreadable paths get an id
+    from their path and a problem; they still have a row.
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return _unreadable(path, f"file not found: {path}"), None
+    except OSError as exc:
+        return _unreadable(path, f"cannot open {path}: {exc.strerror or exc}"), None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return _unreadable(path, f"{_kind(st.st_mode)}, not an audio file: {path}"), None
+        h = hashlib.sha256()
+        with os.fdopen(os.dup(fd), "rb") as f:
+            for block in iter(lambda: f.read(_HASH_BLOCK), b""):
+                h.update(block)
+        return Identity(h.hexdigest()[:FILE_ID_HEX]), _stat_key(st)
+    except OSError as exc:
+        return _unreadable(path, f"cannot read {path}: {exc.strerror or exc}"), None
+    finally:
+        os.close(fd)
+
+
+def _stat_key(st: os.stat_result) -> tuple:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+def legacy_fingerprint(path: Path, block: int = 1 << 16) -> str | None:
+    """The id podscribe < 0.2 gave a file (size + first and last 64 KiB): to adopt old job dirs' rows."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        h = hashlib.sha1()
+        size = os.stat(path).st_size
+        with open(path, "rb") as f:
+            h.update(str(size).encode())
+            h.update(f.read(block))
+            if size > block:
+                f.seek(max(block, size - block))
+                h.update(f.read(block))
+        return h.hexdigest()[:16]
+    except OSError:
+        return None
+
+
+class Fingerprints:
+    """Content ids of a job's inputs, hashed again only when size, mtime or inode changed (git's index
+    does the same): a rerun of a 10,000-episode job does not read 10,000 files again.
+
+    Kept in ``<job dir>/fingerprints.json``; a damaged one is ignored (everything is hashed again).
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.entries: dict[str, list] = read_json_dict(self.path)
+        self.changed = False
+
+    def identify(self, path: Path) -> Identity:
+        key = str(path)
+        try:
+            st = os.stat(path)
+            cached = self.entries.get(key)
+            if stat.S_ISREG(st.st_mode) and cached and tuple(cached[:4]) == _stat_key(st):
+                return Identity(cached[4])
+        except OSError:
+            pass
+        ident, stat_key = identify(path)
+        if stat_key is not None:
+            self.remember(key, stat_key, ident.file_id)
+        return ident
+
+    def remember(self, key: str, stat_key: tuple, file_id: str) -> None:
+        self.entries[key] = [*stat_key, file_id]
+        self.changed = True
+
+    def adopt(self, path: Path, file_id: str) -> None:
+        """Map ``path`` to an id of an older scheme that its row already has."""
+        try:
+            self.remember(str(path), _stat_key(os.stat(path)), file_id)
+        except OSError:
+            pass
+
+    def save(self) -> None:
+        if self.changed:
+            atomic_write_bytes(self.path, json.dumps(self.entries, sort_keys=True).encode())
+            self.changed = False
