@@ -146,21 +146,27 @@ class OutputDir:
                 if name in (sources or {}):
                     owners[target.name] = list(sources[name])
                     written.append(name)
+            by_owner: dict[tuple, list[str]] = {}  # one pass over the record, not one per output written
+            for old, owner in owners.items():
+                by_owner.setdefault(tuple(owner), []).append(old)
             for name in written:  # an output not written (its name refused) leaves its older files as they are
-                self._drop_renamed(name, *sources[name], record, owners, done)
+                path, ext = sources[name]
+                self._drop_renamed(name, path, ext, by_owner.get((path, ext), []), record, owners, done)
             if record != before:
                 atomic_write_bytes(self.record_path, json.dumps(record, indent=0, sort_keys=True).encode())
             if owners != owners_before:
                 atomic_write_bytes(self.sources_path, json.dumps(owners, indent=0, sort_keys=True).encode())
         return done
 
-    def _drop_renamed(self, name: str, path: str, ext: str, record: dict, owners: dict, done: Written) -> None:
-        """The files written for ``path`` (extension ``ext``) under a name it no longer has: removed where they
-        still hold what podscribe wrote; kept where a person changed them."""
+    def _drop_renamed(
+        self, name: str, path: str, ext: str, names: list[str], record: dict, owners: dict, done: Written
+    ) -> None:
+        """The files written for ``path`` (extension ``ext``; ``names``: every name recorded for it) under a name
+        it no longer has: removed where they still hold what podscribe wrote; kept where a person changed them."""
         stem = name[: -len(ext) - 1]
         current = {name, f"{stem}.new.{ext}"}
-        for old, owner in list(owners.items()):
-            if owner != [path, ext] or old in current or old.startswith(f"{stem}.new-"):
+        for old in names:
+            if old not in owners or old in current or old.startswith(f"{stem}.new-"):
                 continue
             del owners[old]
             target = self.folder / old
