@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..backend.hf_internals import cache_of
+from ..backend.hf_internals.cache import cache_of
 from .kv_cache import CrossKV
 
 

@@ -17,7 +17,8 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
-from ..backend.hf_internals import beams_share_one_source, reuse_encoder
+from ..backend.hf_internals.cache import beams_share_one_source
+from ..backend.hf_internals.encoder import reuse_encoder
 from ..whisper import Tokens
 
 

@@ -22,7 +22,7 @@ transformers' cache objects and generate loop:
 The arithmetic is the one of transformers' ``WhisperAttention`` (query scaled
 before the product, sdpa with scale 1); ``tests/test_speculative.py`` checks the
 logits against transformers' own forward. The modules' layout it reads is checked when it is built
-(``backend/hf_internals.check_attention_layout``).
+(``backend/hf_internals/attention.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..backend.hf_internals import check_attention_layout, decoder_of
+from ..backend.hf_internals.attention import check_attention_layout, decoder_of
 from ..backend.quantize import dequantized, fast_linear, quantize_like
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..backend.hf_internals import check_attention_layout
+from ..backend.hf_internals.attention import check_attention_layout
 from ..records import Word
 from ..whisper import ENCODER_FRAMES_PER_S
 from .forced import forced_hidden, padded, row_logits

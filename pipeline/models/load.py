@@ -16,7 +16,7 @@ from transformers import (
     WhisperProcessor,
 )
 
-from ..backend.hf_internals import contiguous_encoder_stream
+from ..backend.hf_internals.encoder import contiguous_encoder_stream
 from ..backend.quantize import quantize
 from ..distill.model import apply_draft_vocab, check_draft_fits
 from ..runtime import Runtime

@@ -1,0 +1,125 @@
+"""Cue text: where a cue's lines break, where a run of words is cut into cues, SRT's speaker labels.
+
+The text side of the cue engine (``cues.py`` does the timing and the layout repairs): at most
+``max_lines`` lines of at most ``max_line_chars`` characters, broken between words, preferably after
+punctuation or before a conjunction or preposition (``BREAK_BEFORE``); a run of words is cut into cues
+at a long pause, at the maximum duration, or where the lines would overflow, at its best break past the
+first third. Pure functions of words and ``CueRules``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .cues import CueRules, TimedWord
+
+BREAK_BEFORE = {
+    "and",
+    "but",
+    "or",
+    "nor",
+    "so",
+    "yet",
+    "because",
+    "although",
+    "though",
+    "while",
+    "if",
+    "when",
+    "that",
+    "which",
+    "who",
+    "where",
+    "to",
+    "of",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "from",
+    "by",
+    "about",
+    "into",
+    "than",
+    "as",
+}
+PUNCTUATION_END = re.compile(r"[.,;:!?…)\]\"”]$")
+SENTENCE_END = re.compile(r"[.!?…][\"”)]?$")
+
+
+def _break_score(words: list[str], i: int) -> int:
+    """How good a place a break before words[i] is: after punctuation, before a conjunction/preposition."""
+    before, after = words[i - 1], words[i].lower().strip("\"'“(")
+    if SENTENCE_END.search(before):
+        return 3
+    if PUNCTUATION_END.search(before):
+        return 2
+    return 1 if after in BREAK_BEFORE else 0
+
+
+def split_lines(words: list[str], rules: CueRules) -> list[str] | None:
+    """The words on at most two lines of at most ``max_line_chars``, or None if they cannot fit.
+
+    A single word longer than a line is the one exception: it stands alone on its line, unbroken.
+    """
+    text = " ".join(words)
+    limit = rules.max_line_chars
+    if len(text) <= limit or len(words) == 1:
+        return [text]
+    if rules.max_lines < 2:
+        return None
+    options = []
+    for i in range(1, len(words)):
+        first, second = " ".join(words[:i]), " ".join(words[i:])
+        if (len(first) <= limit or i == 1) and (len(second) <= limit or i == len(words) - 1):
+            options.append(((-_break_score(words, i), abs(len(first) - len(second))), [first, second]))
+    return min(options)[1] if options else None
+
+
+def _cue_groups(words: list[TimedWord], rules: CueRules, head: str | None = None) -> list[list[TimedWord]]:
+    """``head``: a label the first cue's first line starts with (SRT's ``[Speaker N]``), counted in its lines."""
+    groups: list[list[TimedWord]] = []
+    current: list[TimedWord] = []
+    for w in words:
+        if current:
+            candidate = current + [w]
+            pause = w.start_s - current[-1].end_s
+            too_long = w.end_s - current[0].start_s > rules.max_duration_s
+            texts = ([head] if head and not groups else []) + [x.text for x in candidate]
+            if pause > rules.pause_split_s or too_long or split_lines(texts, rules) is None:
+                keep = _best_split(current, rules) if pause <= rules.pause_split_s else len(current)
+                groups.append(current[:keep])
+                current = current[keep:]
+        current.append(w)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _best_split(words: list[TimedWord], rules: CueRules) -> int:
+    """Where to end a full cue: its best break (punctuation, then a conjunction or preposition) past
+    the first third, the later one on a tie; else after all of it."""
+    texts = [w.text for w in words]
+    best, best_score = len(words), 0
+    for i in range(max(1, len(words) // 3), len(words)):
+        score = _break_score(texts, i)
+        if score >= 1 and score >= best_score:
+            best, best_score = i, score
+    return best
+
+
+def _speaker_heads(segments: list[dict], rules: CueRules) -> dict[int, str]:
+    """SRT's ``[Speaker N]`` label, per segment where the speaker changes; none when the file has one speaker."""
+    speakers = {s.get("speaker") for s in segments if s.get("speaker")}
+    if not rules.speakers or len(speakers) < 2:
+        return {}
+    heads, previous = {}, None
+    for seg in sorted(segments, key=lambda s: s["segment"]):
+        speaker = seg.get("speaker")
+        if speaker and speaker != previous:
+            heads[seg["segment"]] = f"[{speaker}]"
+        previous = speaker
+    return heads
