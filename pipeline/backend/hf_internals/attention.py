@@ -3,6 +3,8 @@ and word timings (``decode/timing.py``) read by name."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .base import Patch, parameter_names, require
@@ -41,6 +43,13 @@ def _missing(module, names) -> list[str]:
     return [name for name in names if not hasattr(module, name)]
 
 
+@functools.cache
+def _forward_takes_hidden_states(attention_class: type) -> bool:
+    """Whether an attention class's ``forward`` takes ``hidden_states`` first: a signature read once per class,
+    not at every batch the decoder or the word timings run."""
+    return parameter_names(getattr(attention_class, "forward", None))[:1] == ["hidden_states"]
+
+
 def check_attention_layout(model: torch.nn.Module) -> torch.nn.Module:
     """``model``'s decoder (a whole model, a decoder-only draft or the decoder) laid out as podscribe's decoder and
     word timings read it; returns the decoder."""
@@ -55,7 +64,7 @@ def check_attention_layout(model: torch.nn.Module) -> torch.nn.Module:
             if attn is not None and not missing:
                 require(
                     ATTENTION_LAYOUT,
-                    attn.scaling == attn.head_dim**-0.5 and parameter_names(attn.forward)[:1] == ["hidden_states"],
+                    attn.scaling == attn.head_dim**-0.5 and _forward_takes_hidden_states(type(attn)),
                     f"layers[{i}].{part}: scaling = head_dim ** -0.5 and forward(hidden_states, ...)",
                 )
         require(ATTENTION_LAYOUT, not missing, ", ".join(missing))
