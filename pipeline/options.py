@@ -1,12 +1,13 @@
 """Every option of a job, once: its flags, job-file key, owner field, type, range, help and compatibility facts.
 
 The click options of ``transcribe``, ``run`` and ``export`` (``cli/flags.py``), the job-file keys
-(``jobfile.KEYS``), the range checks (``validate.RANGES``), the compatibility lists of a resumed job
-(``job/config.SPEED_ONLY`` / ``ADDED``) and the option objects the CLI builds (``cli/settings.py``) are all
-generated from ``OPTIONS``. A flag's default is its owner dataclass field's (``DecodeOptions``, ``CutOptions``,
-``DiarizeOptions``, ``CueRules``, ``JobOptions``): one source for each default. Adding ``--foo``: the field,
-one row here, and its line in jobs/example.toml and docs/options.md (``tests/test_options.py`` says what is
-missing). Light on purpose (no torch): ``--help``, job files and bad arguments answer at once.
+(``jobfile.KEYS``), the range and choice checks (``RANGES`` and ``CHOICES``, read by ``validate.py``), the
+compatibility lists of a resumed job (``job/config.SPEED_ONLY`` / ``ADDED``) and the option objects the CLI
+builds (``cli/settings.py``) are all generated from ``OPTIONS``. A flag's default is its owner dataclass
+field's (``DecodeOptions``, ``CutOptions``, ``DiarizeOptions``, ``CueRules``, ``JobOptions``): one source for
+each default. Adding ``--foo``: the field, one row here, and its line in jobs/example.toml and docs/options.md
+(``tests/test_options.py`` says what is missing). Light on purpose (no torch): ``--help``, job files and bad
+arguments answer at once.
 """
 
 from __future__ import annotations
@@ -285,6 +286,7 @@ OWNERS = {
 BY_KEY = {option.key: option for option in OPTIONS}
 JOB_FILE_KEYS = {o.key: o.toml or KINDS[o.kind] for o in OPTIONS if o.job_file}
 RANGES = {o.key: o.range for o in OPTIONS if o.range}
+CHOICES = {o.key: o.choices for o in OPTIONS if o.choices}
 SPEED_ONLY = tuple(o.config_path for o in OPTIONS if o.speed_only)
 ADDED = {
     **{o.owner: o.older for o in OPTIONS if o.older is not NEW},

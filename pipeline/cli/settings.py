@@ -20,7 +20,6 @@ from ..export import ALL_FORMATS, FORMATS
 from ..languages import language_code
 from ..models.registry import ModelUnavailable, check_name
 from ..options import OPTIONS, default, owned
-from ..runtime import COMPUTE_TYPES
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 # Every job-file key a flag also sets, with its default (the owner dataclass field's: one source for each).
@@ -71,7 +70,7 @@ def check(out_dir: Path, settings: dict) -> None:
     """Every argument checked before anything loads or is created: a bad one is exit 2 at once."""
     from ..validate import problems
 
-    out_of_range = problems(settings)  # command line and job file alike
+    out_of_range = problems(settings)  # ranges and choices, command line and job file alike
     if out_of_range:
         raise click.UsageError("; ".join(out_of_range))
     if settings["model"]:
@@ -84,10 +83,6 @@ def check(out_dir: Path, settings: dict) -> None:
         raise click.UsageError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
     if not DEVICE.fullmatch(str(settings["device"])):
         raise click.UsageError(f"--device {settings['device']!r}: choose auto, cpu, cuda or cuda:N")
-    if settings["engine"] not in ("local", "ray"):
-        raise click.UsageError(f"engine {settings['engine']!r}: choose local or ray")
-    if settings["compute_type"] not in COMPUTE_TYPES:
-        raise click.UsageError(f"compute type {settings['compute_type']!r}: choose from {', '.join(COMPUTE_TYPES)}")
     if not settings["diarize"] and (settings["num_speakers"] or settings["diarizer"] != DEFAULTS["diarizer"]):
         raise click.UsageError("--num-speakers and --diarizer label speakers: add --diarize (or diarize = true)")
     for parent in (out_dir, *out_dir.parents):
