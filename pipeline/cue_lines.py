@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .cues import CueRules, TimedWord
+    from .rows import SegmentRow
 
 BREAK_BEFORE = {
     "and",
@@ -111,7 +112,7 @@ def _best_split(words: list[TimedWord], rules: CueRules) -> int:
     return best
 
 
-def _speaker_heads(segments: list[dict], rules: CueRules) -> dict[int, str]:
+def _speaker_heads(segments: list[SegmentRow], rules: CueRules) -> dict[int, str]:
     """SRT's ``[Speaker N]`` label, per segment where the speaker changes; none when the file has one speaker."""
     speakers = {s.get("speaker") for s in segments if s.get("speaker")}
     if not rules.speakers or len(speakers) < 2:

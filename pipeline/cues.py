@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .cue_lines import _cue_groups, _speaker_heads, split_lines
+from .rows import SegmentRow
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def _cue_flags(start_ms: int, end_ms: int, chars: int, rules: CueRules) -> list[
     return [flag for flag, broken in (("short", duration < shortest), ("fast", duration < reading)) if broken]
 
 
-def segment_words(segment: dict) -> tuple[list[TimedWord], bool]:
+def segment_words(segment: SegmentRow) -> tuple[list[TimedWord], bool]:
     """(words, timed): the segment's own word timings, or words placed in proportion to characters."""
     if segment.get("words"):
         return [
@@ -280,7 +281,7 @@ def _repair(blocks: list[_Block], rules: CueRules, end_ms: int | None) -> tuple[
 
 
 def build_cues(
-    segments: list[dict], rules: CueRules = CueRules(), duration_s: float | None = None
+    segments: list[SegmentRow], rules: CueRules = CueRules(), duration_s: float | None = None
 ) -> tuple[list[Cue], bool]:
     """Cues for one file's segments (in order); also whether real word timings were used throughout."""
     blocks: list[_Block] = []

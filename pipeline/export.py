@@ -22,6 +22,7 @@ from .cues import Cue, CueRules, build_cues
 from .errors import StorageError, UsageProblem
 from .manifest import JobDir, damage_hint, row_paths
 from .outputs import OutputDir, Written, output_names
+from .rows import SegmentRow, WordRow
 from .speaker_names import names_for
 
 log = logging.getLogger("podscribe")
@@ -69,11 +70,11 @@ def to_vtt(cues: list[Cue], timed: bool = True) -> str:
     return head + "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
-def _speaker(segment: dict, rules: CueRules) -> str | None:
+def _speaker(segment: SegmentRow, rules: CueRules) -> str | None:
     return segment.get("speaker") if rules.speakers else None
 
 
-def to_txt(segments: list[dict], rules: CueRules = DEFAULT_RULES) -> str:
+def to_txt(segments: list[SegmentRow], rules: CueRules = DEFAULT_RULES) -> str:
     """One segment a line, as whisper writes it; a diarized job's in paragraphs, one per speaker turn, each
     starting with ``Speaker N: `` and separated by a blank line."""
     ordered = sorted(segments, key=lambda s: s["segment"])
@@ -89,7 +90,7 @@ def to_txt(segments: list[dict], rules: CueRules = DEFAULT_RULES) -> str:
     return "\n".join((f"{who}: " if who else "") + " ".join(texts) + "\n" for who, texts in turns)
 
 
-def to_podcast(segments: list[dict], rules: CueRules = DEFAULT_RULES) -> str:
+def to_podcast(segments: list[SegmentRow], rules: CueRules = DEFAULT_RULES) -> str:
     """Podcasting 2.0's transcript JSON (podcast:transcript, type application/json), which podcast apps read:
     ``version`` and ``segments`` of ``startTime``/``endTime`` (seconds), ``body`` and, when diarized,
     ``speaker``."""
@@ -102,7 +103,9 @@ def to_podcast(segments: list[dict], rules: CueRules = DEFAULT_RULES) -> str:
     return json.dumps({"version": "1.0.0", "segments": out}, ensure_ascii=False, indent=1)
 
 
-def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, rules: CueRules = DEFAULT_RULES) -> str:
+def to_json(
+    file_row: dict, segments: list[SegmentRow], cues: list[Cue], timed: bool, rules: CueRules = DEFAULT_RULES
+) -> str:
     """openai-whisper's result shape (what its ``transcribe`` returns and its writers read): ``text``,
     ``segments[]`` with ``id/start/end/text/tokens/avg_logprob/no_speech_prob`` and, when the job has word
     timings, ``words[]`` of ``word/start/end/probability`` (without them openai-whisper leaves ``words`` out
@@ -114,11 +117,11 @@ def to_json(file_row: dict, segments: list[dict], cues: list[Cue], timed: bool, 
     labelled = rules.speakers and any(s.get("speaker") for s in segments)
     ordered = sorted(segments, key=lambda s: s["segment"])
 
-    def word(w: dict) -> dict:
+    def word(w: WordRow) -> dict:
         out = {"word": w["word"], "start": w["start_s"], "end": w["end_s"], "probability": w["probability"]}
         return {**out, "speaker": w.get("speaker")} if labelled else out
 
-    def segment(s: dict) -> dict:
+    def segment(s: SegmentRow) -> dict:
         out = {
             "id": s["segment"],
             "start": s["start_s"],
@@ -181,7 +184,7 @@ def export_job(
     rows = job.file_rows()
     names = output_names([p for row in rows for p in row_paths(row)] + [str(p) for p in named])
     files = [r for r in rows if r["status"] == "done" and (only is None or set(row_paths(r)) & only)]
-    segments_by_file: dict[str, list[dict]] = {}
+    segments_by_file: dict[str, list[SegmentRow]] = {}
     for seg in job.read("segments", {r["file_id"] for r in files}).to_pylist():
         segments_by_file.setdefault(seg["file_id"], []).append(seg)
     damaged = {path.stem for path, _ in job.damaged}
@@ -195,7 +198,7 @@ def export_job(
     return written
 
 
-def named_speakers(segments: list[dict], names: tuple[str, ...]) -> list[dict]:
+def named_speakers(segments: list[SegmentRow], names: tuple[str, ...]) -> list[SegmentRow]:
     """Segments (and their words) with ``Speaker N`` called ``names[N - 1]`` (``--speaker-names``); the manifest
     keeps the numbered labels."""
     if not names:
@@ -222,7 +225,7 @@ _NAMED: set[str] = set()  # paths whose changed name was said already (once per 
 
 def write_outputs(
     row: dict,
-    segments: list[dict],
+    segments: list[SegmentRow],
     formats: list[str],
     out_dir: Path,
     rules: CueRules,
@@ -290,7 +293,7 @@ def _speaker_order(name: str) -> tuple[int, str]:
     return (int(number), name) if number.isdigit() else (1 << 30, name)
 
 
-def to_tsv(segments: list[dict], rules: CueRules = DEFAULT_RULES) -> str:
+def to_tsv(segments: list[SegmentRow], rules: CueRules = DEFAULT_RULES) -> str:
     """openai-whisper's TSV: ``start``, ``end`` (integer milliseconds) and ``text``, one segment a line; a
     diarized job's has a ``speaker`` column after them (readers of whisper's three columns still read these)."""
     labelled = rules.speakers and any(s.get("speaker") for s in segments)
@@ -303,7 +306,7 @@ def to_tsv(segments: list[dict], rules: CueRules = DEFAULT_RULES) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _render(fmt: str, row: dict, segments: list[dict], cues: list[Cue], timed: bool, rules: CueRules) -> str:
+def _render(fmt: str, row: dict, segments: list[SegmentRow], cues: list[Cue], timed: bool, rules: CueRules) -> str:
     if fmt == "tsv":
         return to_tsv(segments, rules)
     if fmt == "srt":

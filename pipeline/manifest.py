@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -37,6 +38,7 @@ import pyarrow.parquet as pq
 from .atomic import atomic_write_bytes, try_flock
 from .errors import ConfigChanged, DamagedState, JobLocked, UsageProblem
 from .identity import Fingerprints
+from .rows import PieceRow, SegmentRow
 from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES
 
 __all__ = ["ConfigChanged", "JobLocked", "JobDir", "write_table", "row_paths", "damage_hint"]
@@ -73,7 +75,7 @@ def _wrong_types(record: dict) -> str | None:
     return None
 
 
-def write_table(path: Path, rows: list[dict], schema: pa.Schema) -> None:
+def write_table(path: Path, rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> None:
     """Every data page with its CRC: a page damaged on disk fails to read (``read_table``) instead of reading as
     other values (a footer that reads says nothing about the pages before it)."""
     table = pa.Table.from_pylist(rows, schema=schema)
@@ -261,7 +263,9 @@ class JobDir:
             self.table_path(table, file_id).unlink(missing_ok=True)
         self.drop_partial(file_id)
 
-    def write_file(self, row: dict, segments: list[dict], pieces: list[dict], keep_partial: bool = False) -> None:
+    def write_file(
+        self, row: dict, segments: list[SegmentRow], pieces: list[PieceRow], keep_partial: bool = False
+    ) -> None:
         """Segments and pieces first, the files row last: a files row means its segments are complete.
 
         Empty tables are not written (``datasets`` refuses a Parquet file of zero rows):
@@ -278,7 +282,7 @@ class JobDir:
         if not keep_partial:
             self.drop_partial(fid)
 
-    def write_labels(self, row: dict, segments: list[dict]) -> None:
+    def write_labels(self, row: dict, segments: list[SegmentRow]) -> None:
         """A done file's segments with speaker labels, then its files row (the commit): the transcript's text and
         times are the same, only split where the speaker changes; its pieces table is not touched."""
         write_table(self.table_path("segments", row["file_id"]), segments, TABLES["segments"])

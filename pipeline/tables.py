@@ -16,6 +16,7 @@ import pyarrow as pa
 from .audio import SAMPLE_RATE, Piece
 from .decode.options import DecodeOptions
 from .records import DecodeStats, PieceResult, RawSegment, Redecode, Segment, Word
+from .rows import PieceRow, SegmentRow, WordRow
 
 # -- schemas ----------------------------------------------------------------------------------------------
 
@@ -154,11 +155,11 @@ TABLES = {"files": FILES_SCHEMA, "segments": SEGMENTS_SCHEMA, "pieces": PIECES_S
 # -- rows from records ------------------------------------------------------------------------------------
 
 
-def word_rows(words: list[Word] | None) -> list[dict] | None:
+def word_rows(words: list[Word] | None) -> list[WordRow] | None:
     return None if words is None else [asdict(w) for w in words]
 
 
-def piece_row(file_id: str, p: Piece, r: PieceResult) -> dict:
+def piece_row(file_id: str, p: Piece, r: PieceResult) -> PieceRow:
     return {
         "file_id": file_id,
         "piece": p.index,
@@ -223,7 +224,7 @@ def from_partial(row: dict) -> PieceResult:
 
 def segment_rows(
     file_id: str, path: Path, segments: list[Segment], pieces: dict[int, PieceResult], flags: dict[int, list[str]]
-) -> list[dict]:
+) -> list[SegmentRow]:
     return [
         {
             "file_id": file_id,
@@ -307,7 +308,7 @@ def file_done(
     }
 
 
-def file_labelled(row: dict, segments: list[dict], n_speakers: int, speaker_config: str) -> dict:
+def file_labelled(row: dict, segments: list[SegmentRow], n_speakers: int, speaker_config: str) -> dict:
     """A done files row after the diarize stage labelled (and maybe split) its segments (a failed labelling's
     warning from an earlier run dropped)."""
     kept = [w for w in (row.get("warnings") or "").split("; ") if w and not w.startswith("diarization failed")]

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import audio
 from ..records import Turn
+from ..rows import SegmentRow
 from ..whisper import SAMPLE_RATE
 from . import cluster, short, turns
 from .options import DiarizeOptions
@@ -70,7 +71,7 @@ class Diarizer:
 
             self._encoder = SpeakerEncoder.load()
 
-    def turns(self, path: Path, rows: list[dict], duration_s: float | None = None) -> list[Turn]:
+    def turns(self, path: Path, rows: list[SegmentRow], duration_s: float | None = None) -> list[Turn]:
         if self.options.backend == "pyannote":
             return self._pyannote.turns(path)
         o = self.options
@@ -145,7 +146,9 @@ class Diarizer:
         stacked = np.concatenate(vectors)
         return [spans[k] for k in order], stacked[order]
 
-    def label(self, path: Path, rows: list[dict], duration_s: float | None = None) -> tuple[list[dict], int]:
+    def label(
+        self, path: Path, rows: list[SegmentRow], duration_s: float | None = None
+    ) -> tuple[list[SegmentRow], int]:
         """Segment rows with speakers (split where the speaker changes) and the number of speakers in them."""
         labelled = turns.label_rows(rows, self.turns(path, rows, duration_s))
         return labelled, turns.count(labelled)

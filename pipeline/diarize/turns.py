@@ -9,6 +9,7 @@ at its span; a segment whose words change speaker is split there (its text is it
 from __future__ import annotations
 
 from ..records import Turn
+from ..rows import SegmentRow, WordRow
 
 MERGE_GAP_S = 0.5  # words closer than this form one stretch of speech
 
@@ -17,7 +18,7 @@ def label(index: int) -> str:
     return f"Speaker {index + 1}"
 
 
-def speech_regions(rows: list[dict], merge_gap_s: float = MERGE_GAP_S) -> list[tuple[float, float]]:
+def speech_regions(rows: list[SegmentRow], merge_gap_s: float = MERGE_GAP_S) -> list[tuple[float, float]]:
     """Stretches of speech from segment rows: their words' spans merged over short gaps, or the segment."""
     spans = []
     for row in rows:
@@ -105,7 +106,7 @@ def speaker_at(turns: list[Turn], start_s: float, end_s: float) -> str | None:
     return min(turns, key=lambda t: (max(t.start_s - middle, middle - t.end_s, 0.0), t.start_s)).speaker
 
 
-def label_rows(rows: list[dict], turns: list[Turn]) -> list[dict]:
+def label_rows(rows: list[SegmentRow], turns: list[Turn]) -> list[SegmentRow]:
     """Segment rows with ``speaker`` set (and each word's), split where their words change speaker; the
     ``segment`` numbers run 0, 1, ... again. Every other column is kept; a split part's text is its words'."""
     out = []
@@ -120,7 +121,7 @@ def label_rows(rows: list[dict], turns: list[Turn]) -> list[dict]:
             # rest, so the segment stays whole with the speaker that has most time in it
             out.append({**row, "words": words, "speaker": speaker_at(turns, row["start_s"], row["end_s"])})
             continue
-        runs: list[list[dict]] = []
+        runs: list[list[WordRow]] = []
         for w in words:
             if runs and runs[-1][-1]["speaker"] == w["speaker"]:
                 runs[-1].append(w)
@@ -143,5 +144,5 @@ def label_rows(rows: list[dict], turns: list[Turn]) -> list[dict]:
     return [{**row, "segment": i} for i, row in enumerate(out)]
 
 
-def count(rows: list[dict]) -> int:
+def count(rows: list[SegmentRow]) -> int:
     return len({r["speaker"] for r in rows if r.get("speaker")})

@@ -17,6 +17,7 @@ from ..audio import AudioError
 from ..errors import DamagedState
 from ..export import write_outputs
 from ..manifest import JobDir
+from ..rows import SegmentRow
 from .config import JobOptions
 from .onefile import FileContext, Predecoded, base_row, now, run_one, with_labels
 from .state import Task, needs_labels, quarantine_damaged
@@ -46,7 +47,7 @@ class FileWork:
     names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs.output_names)
     only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
 
-    def write_outputs(self, row: dict, segments: list[dict]) -> None:
+    def write_outputs(self, row: dict, segments: list[SegmentRow]) -> None:
         """A file's outputs (txt, srt, ...) as soon as its row is done or relabelled: a job stopped at 6 a.m.
         has every finished episode's files."""
         options = self.options
@@ -113,7 +114,7 @@ class FileWork:
         poisoned(ctx, deaths, died, self.summary)
 
 
-def relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> tuple[dict, list[dict]] | None:
+def relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> tuple[dict, list[SegmentRow]] | None:
     """A finished file that needs speaker labels (``--diarize`` added or changed): its segments labelled, nothing
     decoded again. Segments first, the files row last, each written atomically."""
     known_damage = len(ctx.job.damaged)

@@ -22,6 +22,7 @@ from .. import audio, progress, tables, workers
 from ..audio import AudioError, CutOptions
 from ..manifest import JobDir
 from ..records import PieceResult
+from ..rows import PieceRow, SegmentRow
 from ..runtime import return_freed_memory
 from ..stitch import stitch
 from . import Interrupted
@@ -171,7 +172,7 @@ def _known(ctx: FileContext, queue: deque[list]):
         yield piece, result
 
 
-def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
+def transcribe_file(ctx: FileContext) -> tuple[dict, list[SegmentRow], list[PieceRow]]:
     """Decode one input: its files-row outcome, segments rows and pieces rows. Raise AudioError for bad input."""
     if isinstance(ctx.probed, AudioError):
         raise ctx.probed
@@ -192,7 +193,7 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[dict], list[dict]]:
     return outcome, rows, [tables.piece_row(ctx.file_id, p, r) for p, r in done]
 
 
-def with_labels(ctx: FileContext, row: dict, segments: list[dict]) -> tuple[dict, list[dict]]:
+def with_labels(ctx: FileContext, row: dict, segments: list[SegmentRow]) -> tuple[dict, list[SegmentRow]]:
     """The diarize stage on a transcript. If it fails, the transcript is kept unlabelled with a warning (a later
     run with --diarize labels it): a night's decoding is never lost to the labels."""
     if not segments:
@@ -225,7 +226,7 @@ def base_row(ctx: FileContext) -> dict:
     )
 
 
-def run_one(ctx: FileContext, summary: JobSummary) -> tuple[dict, list[dict]]:
+def run_one(ctx: FileContext, summary: JobSummary) -> tuple[dict, list[SegmentRow]]:
     """Decode a file and write its row (done or failed) with its segments and pieces; counted in ``summary``."""
     t0 = time.monotonic()
     identity = base_row(ctx)
