@@ -1,8 +1,9 @@
 """The manifest's tables: each one's Arrow schema beside the function that builds its rows from the
 pipeline's records (records.py), and the inverse the runner needs to resume inside a file.
 
-A column is added in two places that sit side by side here (schema, builder); tests/test_tables.py
-checks that every builder fills exactly its schema's columns and that a checkpoint reads back equal.
+A column is added in two places that sit side by side here (schema, builder), and to its row's shape in
+rows.py; tests/test_tables.py checks that every builder fills exactly its schema's columns and that a
+checkpoint reads back equal, tests/test_rows.py that each shape has exactly its schema's columns.
 manifest.py stores the rows (atomic writes, locks); manifests/README.md documents the columns for users.
 """
 
