@@ -331,3 +331,18 @@ def test_auto_compute_type_resumes_a_job_with_the_one_it_started_with(tmp_path):
     assert compute_type(JobOptions(out_dir=options.out_dir, device="cpu", compute_type="int8")) == "int8"
     job.write_job({"models": {"runtime": "cuda/float16/sdpa"}}, [])  # another kind of device: its own default
     assert compute_type(options) == "auto"
+
+
+def test_a_conversion_that_finds_the_model_already_converted_keeps_that_copy(tmp_path):
+    """Workers starting together on a fresh machine each convert the same model: the one that finishes second
+    must not delete the folder the first placed (another process may be loading from it) and leaves no partial
+    folder behind."""
+    parts, meta = registry._offline_files(registry.OFFLINE_MODELS["tiny.en"])
+    out = tmp_path / "models" / "tiny.en"
+    ct2.convert(meta, out, parts=parts)
+    first = (out / "model.safetensors").stat().st_ino
+    with (out / "model.safetensors").open("rb") as held:  # a process loading the first copy
+        ct2.convert(meta, out, parts=parts)  # the second worker's conversion ends after the first one's
+        assert (out / "model.safetensors").stat().st_ino == first, "the copy in use was replaced"
+        assert held.read(8)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["tiny.en"], "a partial folder was left behind"

@@ -10,6 +10,7 @@ safetensors, tokenizer, feature extractor, generation config).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 from dataclasses import dataclass
@@ -269,12 +270,11 @@ def _model_config(shape: dict, gen: dict) -> dict:
 def convert(ct2_dir: Path, out_dir: Path, parts: list[Path] | None = None) -> Path:
     """Convert a CT2 Whisper directory into a Transformers directory at ``out_dir``.
 
-    Written into a temporary sibling and renamed into place, so a killed
-    conversion never leaves a half-written model that looks complete.
+    Written into a temporary sibling of this process's own and renamed into place, so a killed conversion
+    never leaves a half-written model that looks complete, and workers that start together on a fresh machine
+    each convert into their own folder: the first rename wins, the others drop theirs (never a folder another
+    process may be loading from).
     """
-    from safetensors.numpy import save_file
-    from transformers import WhisperFeatureExtractor, WhisperTokenizer
-
     ct2_dir, out_dir = Path(ct2_dir), Path(out_dir)
     model = load_model_bin(parts or model_bin_parts(ct2_dir))
     state, shape = to_transformers_state_dict(model)
@@ -282,9 +282,28 @@ def convert(ct2_dir: Path, out_dir: Path, parts: list[Path] | None = None) -> Pa
     tokenizer_json = _complete_tokenizer(json.loads((ct2_dir / "tokenizer.json").read_text()), shape["vocab_size"])
     gen = _generation_config(ct2_config, _special_ids(tokenizer_json), shape)
 
-    tmp = out_dir.with_name(out_dir.name + ".partial")
+    tmp = out_dir.with_name(f"{out_dir.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        _write_converted(tmp, state, shape, gen, tokenizer_json, ct2_dir)
+        if out_dir.exists() and not (out_dir / "model.safetensors").is_file():
+            shutil.rmtree(out_dir)  # an incomplete folder of an older layout: nothing loads from it
+        try:
+            tmp.rename(out_dir)
+        except OSError:
+            if not (out_dir / "model.safetensors").is_file():
+                raise
+            # another process converted the same model first: its copy is the same bytes
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def _write_converted(tmp: Path, state: dict, shape: dict, gen: dict, tokenizer_json: dict, ct2_dir: Path) -> None:
+    from safetensors.numpy import save_file
+    from transformers import WhisperFeatureExtractor, WhisperTokenizer
+
     save_file(
         {k: np.ascontiguousarray(a) for k, a in state.items()},
         str(tmp / "model.safetensors"),
@@ -302,10 +321,6 @@ def convert(ct2_dir: Path, out_dir: Path, parts: list[Path] | None = None) -> Pa
     tokenizer.save_pretrained(tmp)
     WhisperFeatureExtractor(feature_size=shape["num_mel_bins"]).save_pretrained(tmp)
     (tmp / "podscribe_source.json").write_text(json.dumps({"converted_from": str(ct2_dir)}, indent=2))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
-    return out_dir
 
 
 def is_ct2_dir(path: Path) -> bool:
