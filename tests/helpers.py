@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -81,18 +84,61 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def podscribe(
-    *args: str, cache_dir: Path, cwd: Path = REPO, env: dict | None = None, timeout: float = 600
+    *args: str,
+    cache_dir: Path,
+    cwd: Path = REPO,
+    env: dict | None = None,
+    timeout: float = 600,
+    process: bool = False,
 ) -> subprocess.CompletedProcess:
-    """The CLI in a real process (PYTHONPATH makes `-m pipeline.cli` work from any folder)."""
-    full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=timeout,
-    )
+    """The CLI, as `python -m pipeline.cli ARGS` gives it: exit code, stdout, stderr (a traceback on a crash).
+
+    In this process by default (click's runner, with the environment, working folder, logging and signal
+    handlers of a fresh process and everything restored after): a CLI run proves the same here, without paying
+    ~4 s of importing torch and transformers per call. ``process=True`` where only a real process proves it
+    (spawned workers, signals, locks held by another process). The job's own machinery is the same either way:
+    one worker runs in the process that started it."""
+    if process:
+        full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", *args],
+            capture_output=True,
+            text=True,
+            env=full_env,
+            cwd=cwd,
+            timeout=timeout,
+        )
+    return _in_process(list(args), {"PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}, cwd)
+
+
+def _in_process(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    root, ours = logging.getLogger(), logging.getLogger("podscribe")
+    saved_logging = (root.handlers[:], root.level, ours.handlers[:], ours.level)
+    saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    saved_cwd, saved_threads = os.getcwd(), torch.get_num_threads()
+    root.handlers[:] = []  # the CLI's own logging.basicConfig then writes to its stderr, as in a fresh process
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, args, env=env, prog_name="python -m pipeline.cli")
+    finally:
+        for handler in root.handlers + ours.handlers:
+            if handler not in saved_logging[0] + saved_logging[2]:
+                handler.close()
+        root.handlers[:], ours.handlers[:] = saved_logging[0], saved_logging[2]
+        root.setLevel(saved_logging[1])
+        ours.setLevel(saved_logging[3])
+        for sig, handler in saved_signals.items():
+            signal.signal(sig, handler)
+        os.chdir(saved_cwd)
+        torch.set_num_threads(saved_threads)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["podscribe", *args], result.exit_code, result.stdout, stderr)
 
 
 # -- jobs in real processes (kill -9, signals, several workers) --------------------------------------------------

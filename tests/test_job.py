@@ -1,26 +1,17 @@
-"""The CLI end to end in real processes: mixed containers and bad inputs, Parquet read back three ways."""
+"""The CLI end to end: mixed containers and bad inputs, Parquet read back three ways."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
 
-from helpers import ffmpeg
+from helpers import ffmpeg, podscribe
 from pipeline.runtime import auto_compute_type
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def podscribe(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pipeline.cli", *args]
-    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir)}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
 
 
 @pytest.fixture(scope="module")
