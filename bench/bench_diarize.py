@@ -175,10 +175,10 @@ def time_cell(c) -> str:
 def table(title: str, sets: dict[str, dict]) -> dict:
     """Per set and overall: sentences right and speech time right per turn-length bucket, then the cost of
     labelling. ``sets``: name -> label_all's result. Returns the overall cells and cost."""
-    overall = {"cells": {}, "diarize_s": 0.0, "transcribe_wall_s": 0.0, "audio_s": 0.0}
+    overall = {"cells": {}, "diarize_s": 0.0, "diarize_cpu_s": 0.0, "transcribe_wall_s": 0.0, "audio_s": 0.0}
     for got in sets.values():
         add_cells(overall["cells"], got["cells"])
-        for k in ("diarize_s", "transcribe_wall_s", "audio_s"):
+        for k in ("diarize_s", "diarize_cpu_s", "transcribe_wall_s", "audio_s"):
             overall[k] += got[k]
     rows = {**sets, "overall": overall} if len(sets) > 1 else dict(sets)
     width = 16
@@ -195,7 +195,8 @@ def table(title: str, sets: dict[str, dict]) -> dict:
             print(f"  {'':17} ({missing} sentences without decoded words, counted wrong)")
     for name, got in rows.items():
         print(
-            f"  cost, {name}: {got['diarize_s'] / (got['audio_s'] / 60):.2f} s per audio minute, "
+            f"  cost, {name}: {got['diarize_s'] / (got['audio_s'] / 60):.2f} s per audio minute "
+            f"({got['diarize_cpu_s'] / (got['audio_s'] / 60):.2f} CPU s), "
             f"{got['diarize_s'] / got['transcribe_wall_s']:.1%} of the transcription's wall time"
         )
     cells = overall["cells"]
@@ -348,22 +349,31 @@ class WeakCount:
         return self.real(who, rows, vectors, new_sentence, ids, centre, *rest, **kw)
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process and its finished children (ffmpeg): steadier than wall time on a busy machine."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def label_all(diarizer, files, items, reference_of, keys_of, per_file: bool) -> dict:
     """Labels every file with ``diarizer`` (timed, the model loaded outside the clock) and scores it."""
     total: dict = {}
-    diarize_s = wall_s = audio_s = 0.0
+    diarize_s = wall_s = audio_s = cpu_total = 0.0
     results = {}
     for name, path in items:
         row, segs = files[path.name]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         labelled, _ = diarizer.label(path, segs, row["duration_s"])
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, cpu_s() - c0
         reference = reference_of(name)
         hyp = hypothesis_spans(labelled)
         got = score(reference, hyp, row["duration_s"])
         cells = sentence_scores(reference, hyp, keys_of(name))
         add_cells(total, cells)
         diarize_s, wall_s, audio_s = diarize_s + seconds, wall_s + row["wall_s"], audio_s + row["duration_s"]
+        cpu_total += cpu
         results[name] = {**got, "cells": cells, "diarize_s": seconds, "transcribe_wall_s": row["wall_s"]}
         if per_file:
             c = summed(cells)
@@ -377,6 +387,7 @@ def label_all(diarizer, files, items, reference_of, keys_of, per_file: bool) -> 
         "cells": cells,
         "kinds": {k: c for k, c in total.items() if k not in exchanges.BUCKETS},
         "diarize_s": diarize_s,
+        "diarize_cpu_s": cpu_total,
         "transcribe_wall_s": wall_s,
         "audio_s": audio_s,
     }
