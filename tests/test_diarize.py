@@ -182,6 +182,24 @@ def test_streamed_windows_equal_slices_of_the_whole_signal_and_memory_stays_boun
     assert len({len(stream.get(59.0 + k / 7, 59.0 + k / 7 + 0.5)) for k in range(3)}) == 1  # one length, any start
 
 
+def test_windows_of_many_lengths_run_together_and_each_embeds_as_alone():
+    """Short stretches give windows of lengths of their own: they run as one batch (zeros after a window and the
+    LSTM stopping at its own last frame), and each vector is the one the window gets alone."""
+    from pipeline.diarize.embed import SpeakerEncoder
+
+    torch.manual_seed(0)
+    encoder = SpeakerEncoder().eval()  # any weights: the batching must not change what a window gets
+    rng = np.random.default_rng(0)
+    windows = [rng.standard_normal(n).astype(np.float32) * 0.1 for n in (24_000, 4_100, 9_000, 24_000, 1_700, 800)]
+    calls = []
+    encoder.lstm.register_forward_hook(lambda *_: calls.append(1))
+    together = encoder.embed(windows)
+    assert len(calls) == 1
+    alone = np.concatenate([encoder.embed([w]) for w in windows])
+    assert np.abs(together - alone).max() < 1e-5
+    assert not together[-1].any() and all(together[:-1].any(axis=1))  # under 0.1 s: no voice to read
+
+
 class PlantedVoices:
     """An encoder stand-in: a window's vector is the voice at its centre (speaker A before ``change_s``, B after)."""
 
