@@ -190,11 +190,12 @@ def test_windows_of_many_lengths_run_together_and_each_embeds_as_alone():
     torch.manual_seed(0)
     encoder = SpeakerEncoder().eval()  # any weights: the batching must not change what a window gets
     rng = np.random.default_rng(0)
-    windows = [rng.standard_normal(n).astype(np.float32) * 0.1 for n in (24_000, 4_100, 9_000, 24_000, 1_700, 800)]
+    lengths = (24_000, 4_100, 24_000, 9_000, 24_000, 1_700, 24_000, 12_345, 800)  # four full windows, four odd ones
+    windows = [rng.standard_normal(n).astype(np.float32) * 0.1 for n in lengths]
     calls = []
     encoder.lstm.register_forward_hook(lambda *_: calls.append(1))
     together = encoder.embed(windows)
-    assert len(calls) == 1
+    assert len(calls) == 2  # the full windows as they are, the odd lengths packed together
     alone = np.concatenate([encoder.embed([w]) for w in windows])
     assert np.abs(together - alone).max() < 1e-5
     assert not together[-1].any() and all(together[:-1].any(axis=1))  # under 0.1 s: no voice to read
