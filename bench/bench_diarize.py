@@ -330,22 +330,27 @@ def words_cost(args, paths: list[Path], job_dir: Path, with_words: dict) -> None
 
 
 class WeakCount:
-    """Counts the short stretches whose own voice was weak evidence (short.decide's margin not met)."""
+    """Counts the short stretches whose own voice was weak evidence (short.decide's margin not met), and those
+    among them where the rules would choose differently."""
 
     def __init__(self):
         from pipeline.diarize import short
+        from pipeline.diarize.options import SHORT_RULES
 
-        self.short, self.real, self.weak, self.judged = short, short.decide, 0, 0
+        self.short, self.real, self.rules = short, short.decide, SHORT_RULES
+        self.weak = self.judged = self.split = 0
         short.decide = self
 
     def __call__(self, who, rows, vectors, new_sentence, ids, centre, *rest, **kw):
         margin = kw.get("margin", self.short.MARGIN)
-        for row in rows:
+        choices = [self.real(who, rows, vectors, new_sentence, ids, centre, rule, margin=margin) for rule in self.rules]
+        for k, row in enumerate(rows):
             if row is not None and len(ids) >= 2 and np.any(vectors[row]):
                 v = vectors[row] / max(float(np.linalg.norm(vectors[row])), 1e-8)
                 top = np.sort(centre @ v)[::-1]
                 self.judged += 1
                 self.weak += int(top[0] - top[1] < margin)
+                self.split += int(len({c[k] for c in choices}) > 1)
         return self.real(who, rows, vectors, new_sentence, ids, centre, *rest, **kw)
 
 
@@ -515,7 +520,7 @@ def main() -> None:
         next(iter(diarizers.values())).label(items[0][1], segs, row["duration_s"])
         memo.clear()
     for rule, diarizer in diarizers.items():
-        weak.weak = weak.judged = 0
+        weak.weak = weak.judged = weak.split = 0
         got = {}
         for name, (files, items, reference, keys) in sets.items():
             if args.per_file:
@@ -527,9 +532,10 @@ def main() -> None:
             f"short-turn rule {rule!r}{default}{reused}: sentences with the right speaker, speech time right", got
         )
         print(
-            f"  short stretches judged on their own voice: {weak.judged}, weak evidence (margin not met): {weak.weak}"
+            f"  short stretches judged on their own voice: {weak.judged}, weak evidence (margin not met): {weak.weak},"
+            f" where the rules would choose differently: {weak.split}"
         )
-        results[rule] = {**got, "overall": overall, "weak": weak.weak, "judged": weak.judged}
+        results[rule] = {**got, "overall": overall, "weak": weak.weak, "judged": weak.judged, "differ": weak.split}
     if len(rules) > 1 and sets:
         compare(results, rules)
     if not args.skip_clips:
