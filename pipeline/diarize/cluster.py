@@ -5,12 +5,13 @@ its ``spectralcluster`` package): cosine similarity, crop the diagonal, keep eac
 symmetrize, diffuse, normalise rows. Their optional Gaussian blur along time is left out: it
 smeared neighbouring windows across speaker turns. The number of speakers is where the ratio of
 consecutive eigenvalues is largest within the allowed range; k-means (deterministic seeding) on the
-leading eigenvectors labels the windows. The eigengap can say 1 where two voices trade many short turns (each
-voice's windows fall into many small groups of neighbours, and no gap stands out): a count one more is kept
-while its clusters' centres all stay further apart than one voice's (``SAME_SPEAKER``, the threshold that
-merges clusters too), so the count is what the voices allow in both directions. Fixed-threshold agglomerative clustering was right only in a
+leading eigenvectors labels the windows. Fixed-threshold agglomerative clustering was right only in a
 narrow threshold band in the feasibility run; this was right in every case
-(docs/decisions/0016-diarization-embeddings-windows-clustering.md).
+(docs/decisions/0016-diarization-embeddings-windows-clustering.md). The eigengap can say 1 where two voices
+trade many short turns (each voice's windows fall into many small groups of neighbours, and no gap stands
+out): a count one more is kept while its clusters' centres all stay further apart than one voice's
+(``SAME_SPEAKER``, the threshold that merges clusters too), so the count is what the voices allow in both
+directions (docs/decisions/0036-short-turn-rule-and-count-by-measurement.md).
 
 Long files: eigen-decomposition is cubic in the number of windows, so past ``MAX_POINTS`` consecutive
 windows are averaged in groups before clustering and every window then takes its nearest speaker centre.
