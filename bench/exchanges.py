@@ -19,8 +19,8 @@ FRAME = 160  # 10 ms
 QUIET_DB = 30.0  # a frame this far under the clip's loudest is a pause
 MIN_PAUSE_FRAMES = 10  # 0.1 s
 
-# long: a reader's turn; short: a backchannel, an interjection, a one-word answer
-LENGTHS_S = {"short": (0.3, 1.0), "mid": (1.0, 2.0), "long": (2.5, 9.0)}
+# long: a reader's turn; short: a backchannel, an interjection, a one-word answer; tiny: "Mm-hm.", "Right."
+LENGTHS_S = {"tiny": (0.25, 0.45), "short": (0.3, 1.0), "mid": (1.0, 2.0), "long": (2.5, 9.0)}
 
 READERS = {
     "lj": [f"ljspeech_coqui/wavs/LJ001-00{i:02d}.wav" for i in range(1, 33)],
@@ -41,7 +41,7 @@ class Turn:
     start_s: float
     end_s: float
     who: str
-    kind: str  # short, mid, long
+    kind: str  # tiny, short, mid, long
 
 
 def voiced_stretches(x: np.ndarray) -> list[tuple[int, int]]:
@@ -92,6 +92,9 @@ def build(
         clips = decoded.setdefault(name, [audio.decode(speech / rel) for rel in READERS[name]])
         low, high = LENGTHS_S[kind]
         found = [(c, a, b) for c, x in enumerate(clips) for a, b in pieces(x, low, high)]
+        if not found and kind == "tiny":  # a reader with no word that short: the three shortest short pieces
+            short = [(c, a, b) for c, x in enumerate(clips) for a, b in pieces(x, *LENGTHS_S["short"])]
+            found = sorted(short, key=lambda p: p[2] - p[1])[:3]
         if not found:
             raise ValueError(f"no {kind} piece in {name}'s clips")
         c, a, b = found[int(rng.integers(len(found)))]
@@ -103,18 +106,39 @@ def build(
     return np.concatenate(samples), truth
 
 
-def plan(readers: list[str], n_turns: int, seed: int, short_share: float = 0.4) -> tuple[list[str], list[str]]:
-    """Turns that alternate between readers (never the same one twice in a row), long ones around short ones."""
+def plan(
+    readers: list[str],
+    n_turns: int,
+    seed: int,
+    short_share: float = 0.4,
+    tiny_share: float = 0.0,
+    same_share: float = 0.0,
+) -> tuple[list[str], list[str]]:
+    """Turns that alternate between readers, long ones around short ones. ``tiny_share`` of the short turns are
+    0.25-0.45 s backchannels; ``same_share`` of them are said by the reader of the long turn before, who then goes
+    on (a pause inside one reader's talk: the short piece must keep that reader's label), the others by another
+    reader between two turns of one reader where there are two. With both shares 0 the draws (and so a seed's
+    conversation) are those of the plain plan."""
     rng = np.random.default_rng(seed)
     who, kinds = [], []
     for k in range(n_turns):
+        if k >= 2 and kinds[-1] in ("short", "tiny") and same_share and who[-1] == who[-2]:
+            who.append(who[-1])  # the reader who paused goes on
+            kinds.append("long")
+            continue
         others = [r for r in readers if not who or r != who[-1]]
         who.append(others[int(rng.integers(len(others)))])
         if k == 0 or kinds[-1] != "long":
             kinds.append("long")
         else:
             u = rng.uniform()
-            kinds.append("short" if u < short_share else "mid" if u < short_share + 0.15 else "long")
+            kind = "short" if u < short_share else "mid" if u < short_share + 0.15 else "long"
+            if kind == "short" and tiny_share and rng.uniform() < tiny_share:
+                kind = "tiny"
+            after_own = len(who) >= 3 and who[-2] == who[-3]  # no reader talks on in pieces twice in a row
+            if kind in ("short", "tiny") and same_share and rng.uniform() < same_share and not after_own:
+                who[-1] = who[-2]
+            kinds.append(kind)
     return who, kinds
 
 

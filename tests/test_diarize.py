@@ -182,6 +182,25 @@ def test_streamed_windows_equal_slices_of_the_whole_signal_and_memory_stays_boun
     assert len({len(stream.get(59.0 + k / 7, 59.0 + k / 7 + 0.5)) for k in range(3)}) == 1  # one length, any start
 
 
+def test_windows_of_many_lengths_run_together_and_each_embeds_as_alone():
+    """Short stretches give windows of lengths of their own: they run as one batch (zeros after a window and the
+    LSTM stopping at its own last frame), and each vector is the one the window gets alone."""
+    from pipeline.diarize.embed import SpeakerEncoder
+
+    torch.manual_seed(0)
+    encoder = SpeakerEncoder().eval()  # any weights: the batching must not change what a window gets
+    rng = np.random.default_rng(0)
+    lengths = (24_000, 4_100, 24_000, 9_000, 24_000, 1_700, 24_000, 12_345, 800)  # four full windows, four odd ones
+    windows = [rng.standard_normal(n).astype(np.float32) * 0.1 for n in lengths]
+    calls = []
+    encoder.lstm.register_forward_hook(lambda *_: calls.append(1))
+    together = encoder.embed(windows)
+    assert len(calls) == 2  # the full windows as they are, the odd lengths packed together
+    alone = np.concatenate([encoder.embed([w]) for w in windows])
+    assert np.abs(together - alone).max() < 1e-5
+    assert not together[-1].any() and all(together[:-1].any(axis=1))  # under 0.1 s: no voice to read
+
+
 class PlantedVoices:
     """An encoder stand-in: a window's vector is the voice at its centre (speaker A before ``change_s``, B after)."""
 
@@ -415,6 +434,30 @@ TURNS = [
     ("lj", LJ[4]),
     ("sb", SB[4]),
 ]
+
+
+@pytest.mark.model
+def test_two_voices_in_quick_exchange_are_two_speakers_when_the_eigengap_says_one():
+    """LJSpeech's reader and a LibriSpeech reader trading 36 turns, many of them backchannels: the windows of one
+    voice fall into many small groups, and the eigengap's count is 1. A count one more is kept while its clusters'
+    centres all stay further apart than one voice's (cluster.SAME_SPEAKER)."""
+    from bench import exchanges
+    from pipeline.diarize.diarizer import RELIABLE_S, Diarizer
+
+    plan = exchanges.plan(["lj", "man"], 36, 11, short_share=0.5, tiny_share=0.5, same_share=0.4)
+    x, truth = exchanges.build(conftest.SPEECH, *plan, seed=11)
+    diarizer = Diarizer(DiarizeOptions())
+    spans, vectors = diarizer.embed(
+        Stream(x[i : i + 80_000] for i in range(0, len(x), 80_000)), [(t.start_s, t.end_s) for t in truth]
+    )
+    labels = cluster.cluster(vectors, reliable=np.array([hi - lo >= RELIABLE_S for lo, hi in spans]))
+    assert labels.max() + 1 == 2
+    who = [next(t.who for t in truth if t.start_s - 1e-3 <= 0.5 * (lo + hi) <= t.end_s + 1e-3) for lo, hi in spans]
+    long = [k for k, (lo, hi) in enumerate(spans) if hi - lo >= 1.0]
+    agree = max(
+        sum((labels[k] == 0) == (who[k] == "lj") for k in long), sum((labels[k] == 1) == (who[k] == "lj") for k in long)
+    )
+    assert agree >= 0.95 * len(long)
 
 
 def build(path: Path, parts: list[tuple[str, str]]) -> list[tuple[float, float, str]]:

@@ -7,7 +7,11 @@ smeared neighbouring windows across speaker turns. The number of speakers is whe
 consecutive eigenvalues is largest within the allowed range; k-means (deterministic seeding) on the
 leading eigenvectors labels the windows. Fixed-threshold agglomerative clustering was right only in a
 narrow threshold band in the feasibility run; this was right in every case
-(docs/decisions/0016-diarization-embeddings-windows-clustering.md).
+(docs/decisions/0016-diarization-embeddings-windows-clustering.md). The eigengap can say 1 where two voices
+trade many short turns (each voice's windows fall into many small groups of neighbours, and no gap stands
+out): a count one more is kept while its clusters' centres all stay further apart than one voice's
+(``SAME_SPEAKER``, the threshold that merges clusters too), so the count is what the voices allow in both
+directions (docs/decisions/0036-short-turn-rule-and-count-by-measurement.md).
 
 Long files: eigen-decomposition is cubic in the number of windows, so past ``MAX_POINTS`` consecutive
 windows are averaged in groups before clustering and every window then takes its nearest speaker centre.
@@ -88,9 +92,25 @@ def _cluster_small(embeddings: np.ndarray, low: int, high: int) -> np.ndarray:
     values, vectors = np.linalg.eigh(refined_affinity(embeddings))
     values, vectors = values[::-1], vectors[:, ::-1]
     k = speaker_count(values, low, high) if low != high else min(low, n)
-    if k <= 1:
-        return np.zeros(n, int)
-    return kmeans(_unit(vectors[:, :k]), k)
+    labels = np.zeros(n, int) if k <= 1 else kmeans(_unit(vectors[:, :k]), k)
+    while low != high and k < min(high, n):
+        finer = kmeans(_unit(vectors[:, : k + 1]), k + 1)
+        if closest_centres(embeddings, finer) >= SAME_SPEAKER:
+            break
+        k, labels = k + 1, finer
+    return labels
+
+
+def closest_centres(embeddings: np.ndarray, labels: np.ndarray) -> float:
+    """The cosine of the two closest cluster centres (1.0 when one cluster)."""
+    ids = np.unique(labels)
+    if len(ids) < 2:
+        return 1.0
+    e = _unit(embeddings)
+    centres = _unit(np.array([e[labels == j].mean(0) for j in ids]))
+    sim = centres @ centres.T
+    np.fill_diagonal(sim, -1.0)
+    return float(sim.max())
 
 
 def merge_close(embeddings: np.ndarray, labels: np.ndarray, min_speakers: int) -> np.ndarray:

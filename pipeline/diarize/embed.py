@@ -29,6 +29,7 @@ LAYERS = 3
 TARGET_DBFS = -30.0  # resemblyzer's normalize_volume(increase_only=True)
 WEIGHTS_PACKAGE = "resemblyzer"
 MIN_SAMPLES = 1600  # 0.1 s
+MIN_GROUP = 4  # windows of one frame count that run as they are; fewer join the packed batch
 
 
 class EmbedderMissing(RuntimeError):
@@ -103,23 +104,38 @@ class SpeakerEncoder(torch.nn.Module):
         model.load_state_dict({k: v for k, v in state.items() if not k.startswith("similarity_")})
         return model.eval()
 
-    def forward(self, mels: torch.Tensor) -> torch.Tensor:
+    def forward(self, mels: torch.Tensor, frames: torch.Tensor | None = None) -> torch.Tensor:
+        """``mels`` [batch, frames, 40]; ``frames``: each row's own frame count (the rest is padding), so rows of
+        different lengths run together and each ends at its own last frame, as it would alone."""
+        if frames is not None:
+            mels = torch.nn.utils.rnn.pack_padded_sequence(mels, frames, batch_first=True, enforce_sorted=False)
         _, (hidden, _) = self.lstm(mels)
         raw = torch.relu(self.linear(hidden[-1]))
         return raw / raw.norm(dim=1, keepdim=True).clamp_min(1e-8)
 
     @torch.inference_mode()
     def embed(self, windows: list[np.ndarray], batch: int = 64) -> np.ndarray:
-        """One unit vector per window (16 kHz samples) → [n, 256] float32. Windows of one length run together
-        (the LSTM takes one length per batch); a window under 0.1 s gets the zero vector (no voice to read)."""
+        """One unit vector per window (16 kHz samples) → [n, 256] float32; a window under 0.1 s gets the zero
+        vector (no voice to read). Windows of one frame count run together as they are; the rest (a short
+        stretch's window has a length of its own: one LSTM call each) run together packed: zeros after a window
+        change none of its frames (the spectrogram pads with zeros already) and the LSTM stops at each window's
+        own last frame. Packing only those: a packed LSTM skips torch's fused CPU kernel."""
         out = np.zeros((len(windows), HIDDEN), np.float32)
-        by_length: dict[int, list[int]] = {}
+        by_frames: dict[int, list[int]] = {}
         for i, w in enumerate(windows):
             if len(w) >= MIN_SAMPLES:
-                by_length.setdefault(len(w), []).append(i)
-        for members in by_length.values():
+                by_frames.setdefault(1 + len(w) // HOP, []).append(i)
+        groups = [rows for rows in by_frames.values() if len(rows) >= MIN_GROUP]
+        odd = sorted(
+            (i for rows in by_frames.values() if len(rows) < MIN_GROUP for i in rows), key=lambda i: len(windows[i])
+        )
+        for members, packed in [*((rows, False) for rows in groups), (odd, True)]:
             for k in range(0, len(members), batch):
                 rows = members[k : k + batch]
-                chunk = torch.from_numpy(np.stack([normalized(windows[i]) for i in rows]).astype(np.float32))
-                out[rows] = self(mel_spectrogram(chunk)).numpy()
+                longest = max(len(windows[i]) for i in rows)
+                chunk = np.zeros((len(rows), longest), np.float32)
+                for j, i in enumerate(rows):
+                    chunk[j, : len(windows[i])] = normalized(windows[i])
+                frames = torch.tensor([1 + len(windows[i]) // HOP for i in rows]) if packed else None
+                out[rows] = self(mel_spectrogram(torch.from_numpy(chunk)), frames).numpy()
         return out
