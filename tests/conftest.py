@@ -25,6 +25,11 @@ from pipeline.runtime import pick_runtime
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "test-models"
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n N`: N test processes share the cores, and so do their CLIs
+    _threads = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    torch.set_num_threads(_threads)
+    os.environ["OMP_NUM_THREADS"] = str(_threads)
+
 
 @pytest.fixture(scope="session")
 def clips() -> list[Clip]:
