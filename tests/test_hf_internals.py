@@ -1,4 +1,4 @@
-"""The patches into transformers' internals (pipeline/backend/hf_internals.py): each check passes on the installed
+"""The patches into transformers' internals (pipeline/backend/hf_internals/): each check passes on the installed
 transformers and fails with a clear error — naming the patch, what is missing and the installed version — on a
 stand-in that lacks what the patch relies on. Tiny random Whisper modules only (no weights: the fast tier)."""
 
