@@ -47,6 +47,35 @@ def perturbed_draft(main, seed: int, scale: float = 0.02):
     return draft
 
 
+def tiny_whisper(**overrides):
+    """The smallest random Whisper (16-wide, a 64-token vocabulary) for checks of transformers' module layout and
+    parameter names: no tokenizer, no weights, the fast tier. ``overrides`` change its config."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    config = WhisperConfig(
+        **{
+            "d_model": 16,
+            "encoder_layers": 1,
+            "decoder_layers": 2,
+            "encoder_attention_heads": 2,
+            "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 32,
+            "decoder_ffn_dim": 32,
+            "num_mel_bins": 8,
+            "max_source_positions": 8,
+            "max_target_positions": 16,
+            "vocab_size": 64,
+            "pad_token_id": 0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "decoder_start_token_id": 3,
+            **overrides,
+        }
+    )
+    torch.manual_seed(0)
+    return WhisperForConditionalGeneration(config).eval()
+
+
 def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 64) -> Models:
     """A random Whisper with base's tokenizer and generation config: real mechanics, no real weights."""
     from transformers import WhisperConfig, WhisperForConditionalGeneration

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import transformers
 
+from helpers import tiny_whisper
 from pipeline.models import ct2
 
 TIED = {"proj_out.weight"}  # the output projection is the token embedding (the converter's tie_word_embeddings)
@@ -17,25 +17,9 @@ TIED = {"proj_out.weight"}  # the output projection is the token embedding (the 
 def test_converter_names_every_parameter_of_a_fresh_whisper():
     from ctranslate2.converters.transformers import WhisperLoader
 
-    config = transformers.WhisperConfig(
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=2,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=24,
-        num_mel_bins=8,
-        max_source_positions=8,
-        max_target_positions=12,
-        vocab_size=64,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=3,
-    )
-    torch.manual_seed(0)
-    model = transformers.WhisperForConditionalGeneration(config).eval()
+    # encoder and decoder of different depths, heads and widths: a name mapped to the wrong side fails
+    model = tiny_whisper(encoder_layers=2, decoder_attention_heads=4, decoder_ffn_dim=24, max_target_positions=12)
+    config = model.config
     spec = WhisperLoader().get_model_spec(model)
     variables = {
         name: value.detach().numpy() if torch.is_tensor(value) else np.asarray(value)
