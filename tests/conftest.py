@@ -16,7 +16,7 @@ import torch
 from bench import common
 from bench.common import SPEECH, Clip, ffmpeg, speech_clips
 from bench.common import long_form as join_long_form
-from helpers import finish, start, tables, with_assistant
+from helpers import run_here, tables, with_assistant
 from pipeline.decode import DecodeOptions
 from pipeline.models.load import Models, load_models, quantized_self_draft
 from pipeline.runner import JobOptions, run
@@ -116,7 +116,7 @@ def archive(clips, tmp_path_factory) -> list[Path]:
 
 def _reference(inputs: list[Path], cache_dir: Path, folder: Path) -> dict:
     """The tables of an uninterrupted single-process run (tests/helpers.JOB_ARGS)."""
-    code, stdout, stderr = finish(start(folder / "job", inputs, cache_dir))
+    code, stdout, stderr = run_here(folder / "job", inputs, cache_dir)
     assert code == 0, stderr
     return tables(folder / "job")
 

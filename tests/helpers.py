@@ -203,6 +203,23 @@ def start(
     )
 
 
+def run_here(
+    out: Path,
+    inputs: list[Path],
+    cache_dir: Path,
+    trace: Path | None = None,
+    *extra: str,
+    args: list[str] = JOB_ARGS,
+    env: dict | None = None,
+) -> tuple[int, str, str]:
+    """``finish(start(...))`` in this process: a run that nothing interrupts and nothing runs beside, where a
+    fresh process would prove nothing more. Its trace lines carry this process's id."""
+    full_env = {**(env or {}), **({"PODSCRIBE_TRACE": str(trace)} if trace else {})}
+    cmd = ["transcribe", "--out", str(out), *args, *extra, "--", *map(str, inputs)]
+    result = podscribe(*cmd, cache_dir=cache_dir, env=full_env)
+    return result.returncode, result.stdout, result.stderr
+
+
 def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
