@@ -89,7 +89,9 @@ def build(
     decoded: dict[str, list[np.ndarray]] = {}
     samples, truth, t = [np.zeros(RATE // 2, np.float32)], [], 0.5
     for name, kind in zip(who, kinds):
-        clips = decoded.setdefault(name, [audio.decode(speech / rel) for rel in READERS[name]])
+        if name not in decoded:  # each reader's clips decoded once, not once per turn
+            decoded[name] = [audio.decode(speech / rel) for rel in READERS[name]]
+        clips = decoded[name]
         low, high = LENGTHS_S[kind]
         found = [(c, a, b) for c, x in enumerate(clips) for a, b in pieces(x, low, high)]
         if not found and kind == "tiny":  # a reader with no word that short: the three shortest short pieces
