@@ -154,7 +154,17 @@ MODEL_FIXTURES = {
 }
 
 
+# Computed once per test process, and each costs a decode of its own: with `pytest -n N` (pytest-xdist, its
+# `loadgroup` schedule, pyproject.toml) the tests that read one run in the same test process, so it is computed
+# once, not once per process. The first one a test reads names its group.
+SHARED_RUNS = ("reference", "small_reference", "long_form_job", "base_reference")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if MODEL_FIXTURES & names:
             item.add_marker(pytest.mark.model)
+        shared = [name for name in SHARED_RUNS if name in names]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))

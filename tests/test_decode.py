@@ -109,7 +109,8 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
     pieces = [speech_pieces[0], speech_pieces[1][: 3 * audio.SAMPLE_RATE], *cut_in_speech]
     start = kv_cache.KVCacheDecoder.start
     n = len(pieces)
-    for models in (tiny_en_models, int8_copy(tiny_en_models)):
+    int8 = int8_copy(tiny_en_models)
+    for models in (tiny_en_models, int8):
         shared, shared_rows, later, runs = _projecting(models, pieces)
         with monkeypatch.context() as m:  # each pass projects its own, as before: transformers' forward, the loop
             m.setattr(forced, "cache_of", lambda cross: EncoderDecoderCache(DynamicCache(), DynamicCache()))
@@ -129,8 +130,7 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
     # scored in a padded batch differs in the last bit, and int8 re-quantizes every layer's input, so such a bit
     # can move an activation by a whole step: its average log-prob moved 0.0093 (tokens equal). Scores are
     # compared within 0.02, tokens exactly.
-    int8 = int8_copy(tiny_en_models)
-    batch = _projecting(int8, pieces)[0]
+    batch = shared  # int8's, the loop's last
     alone = [_projecting(int8, [piece])[0][0] for piece in pieces]
     assert tokens_of(batch) == tokens_of(alone) and close(batch, alone, rel=0, abs_=0.02)
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from helpers import JOB_ARGS, finish, lines, podscribe, start, write_wav
+from helpers import JOB_ARGS, lines, podscribe, run_here, write_wav
 from pipeline import audio
 from pipeline.cues import CueRules, build_cues
 from pipeline.diarize import cluster, short, turns
@@ -521,13 +521,11 @@ def test_three_voices_labelled_later_without_decoding_again(conversation, cache_
     path, truth = conversation
     out, trace = tmp_path / "job", tmp_path / "trace"
     args = [*JOB_ARGS, "--word-timestamps"]
-    assert finish(start(out, [path], cache_dir, None, args=args))[0] == 0
+    assert run_here(out, [path], cache_dir, None, args=args)[0] == 0
     before = read_segments(out)
     assert all(s["speaker"] is None for s in before)
 
-    code, stdout, stderr = finish(
-        start(out, [path], cache_dir, trace, "--diarize", "--subtitles", "vtt,json", args=args)
-    )
+    code, stdout, stderr = run_here(out, [path], cache_dir, trace, "--diarize", "--subtitles", "vtt,json", args=args)
     assert code == 0, stderr
     assert "given speaker labels: 1" in stdout
     assert not [line for line in lines(trace) if line.startswith("decoded")]  # labels only
@@ -553,15 +551,15 @@ def test_three_voices_labelled_later_without_decoding_again(conversation, cache_
     assert result.returncode == 0, result.stderr
     assert "Speaker" not in (plain / "three_voices.txt").read_text() + (plain / "three_voices.vtt").read_text()
 
-    code, _, stderr = finish(start(out, [path], cache_dir, trace, "--diarize", "--num-speakers", "2", args=args))
+    code, _, stderr = run_here(out, [path], cache_dir, trace, "--diarize", "--num-speakers", "2", args=args)
     assert code == 0, stderr
     assert {s["speaker"] for s in read_segments(out)} == {"Speaker 1", "Speaker 2"}
     assert pq.read_table(out / "files").to_pylist()[0]["n_speakers"] == 2
 
-    code, _, stderr = finish(start(out, [path], cache_dir, None, args=args))
+    code, _, stderr = run_here(out, [path], cache_dir, None, args=args)
     assert code == 4 and "diarize" in stderr
     (out / "job.json").unlink()  # lost: the rows' labels still say how the job was made
-    code, _, stderr = finish(start(out, [path], cache_dir, None, args=args))
+    code, _, stderr = run_here(out, [path], cache_dir, None, args=args)
     assert code == 4 and "carry speaker labels" in stderr
 
 
@@ -576,9 +574,9 @@ def test_diarize_added_after_an_input_left_its_folder_labels_the_rest_and_names_
     moved.write_bytes(inputs[0].read_bytes())
     kept.write_bytes(inputs[1].read_bytes())
     out = tmp_path / "job"
-    assert finish(start(out, [moved, kept], cache_dir, None))[0] == 0
+    assert run_here(out, [moved, kept], cache_dir, None)[0] == 0
     moved.rename(tmp_path / "elsewhere.wav")
-    code, stdout, stderr = finish(start(out, [moved, kept], cache_dir, None, "--diarize"))
+    code, stdout, stderr = run_here(out, [moved, kept], cache_dir, None, "--diarize")
     assert code == 0 and "given speaker labels: 1" in stdout and "with warnings: 1" in stdout, stdout + stderr
     assert f"warning: {moved}: its audio cannot be read now" in stderr and "no speaker labels" in stderr, stderr
     rows = {r["path"]: r for r in pq.read_table(out / "files").to_pylist()}
@@ -661,7 +659,7 @@ def test_quick_exchanges_every_short_turn_gets_its_speaker_and_splits_its_segmen
     path, out, trace = tmp_path / "quick.wav", tmp_path / "job", tmp_path / "trace"
     write_wav(path, x)
     args = [*BASE_ARGS, "--word-timestamps"]
-    code, _, stderr = finish(start(out, [path], cache_dir, None, args=args), timeout=900)
+    code, _, stderr = run_here(out, [path], cache_dir, None, args=args)
     assert code == 0, stderr
     before = read_segments(out)
     inside = [
@@ -671,7 +669,7 @@ def test_quick_exchanges_every_short_turn_gets_its_speaker_and_splits_its_segmen
     ]
     assert inside, "a short turn inside a decoded segment"
 
-    code, _, stderr = finish(start(out, [path], cache_dir, trace, "--diarize", args=args), timeout=900)
+    code, _, stderr = run_here(out, [path], cache_dir, trace, "--diarize", args=args)
     assert code == 0, stderr
     assert not [line for line in lines(trace) if line.startswith("decoded")]
     after = read_segments(out)
