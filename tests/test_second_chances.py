@@ -68,6 +68,15 @@ def noisy_loop(english_human):
     return (x + noise).astype(np.float32), " ".join(texts)
 
 
+@pytest.fixture(scope="module")
+def tiny_alone(tiny_en_models, noisy_loop, quiet_caller):
+    """tiny.en alone with the defaults, the looping piece and the quiet caller in one batch: what the looping test
+    reads and the identity test compares the assistant's run with (the loop's ladder of second chances, eight
+    decodes of up to 224 tokens, is most of this file's time: run once)."""
+    options = DecodeOptions(language="en")
+    return Transcriber(tiny_en_models, options, use_assistant=False).transcribe([noisy_loop[0], quiet_caller[0]])
+
+
 def test_a_quiet_second_voice_dropped_by_greedy_is_recovered_and_recorded(base_models, quiet_caller, tmp_path):
     samples, first, second, (lo, hi) = quiet_caller
     path = write_wav(tmp_path / "caller.wav", samples)
@@ -101,12 +110,13 @@ def test_a_quiet_second_voice_dropped_by_greedy_is_recovered_and_recorded(base_m
     )
 
 
-def test_a_looping_piece_is_decoded_again_and_keeps_its_words(tiny_en_models, noisy_loop):
+def test_a_looping_piece_is_decoded_again_and_keeps_its_words(tiny_en_models, noisy_loop, tiny_alone):
     samples, reference = noisy_loop
     (greedy,) = Transcriber(tiny_en_models, DecodeOptions(fallback_beams=0, coverage=False)).transcribe([samples])
     assert greedy.compression_ratio > 2.4  # the construction still loops
-    (kept,) = Transcriber(tiny_en_models, DecodeOptions(coverage=False)).transcribe([samples])
+    kept = tiny_alone[0]
     assert kept.compression_ratio <= 2.4
+    assert not [d for d in kept.redecodes if not d.reason.startswith("fallback")]  # only the loop's second chances
     attempts = [d for d in kept.redecodes if d.reason.startswith("fallback: compression ratio")]
     assert attempts and attempts[0].reason.startswith(
         f"fallback: compression ratio {greedy.compression_ratio:.2f}; beam 5"
@@ -121,18 +131,20 @@ def test_a_looping_piece_is_decoded_again_and_keeps_its_words(tiny_en_models, no
 
 @pytest.mark.identity
 def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
-    tiny_en_models, base_models, base_self_int8, quiet_caller, noisy_loop
+    tiny_en_models, base_models, base_self_int8, quiet_caller, noisy_loop, tiny_alone
 ):
+    base_alone = Transcriber(base_models, DecodeOptions(language="en"), use_assistant=False).transcribe(
+        [quiet_caller[0]]
+    )
     pairs = [
-        (base_models, base_self_int8, [quiet_caller[0]]),
+        (base_self_int8, [quiet_caller[0]], base_alone),
         (
-            tiny_en_models,
             with_assistant(tiny_en_models, quantized_self_draft(tiny_en_models.main), "self-int8"),
             [noisy_loop[0], quiet_caller[0]],
+            tiny_alone,
         ),
     ]
-    for plain_models, speculative_models, pieces in pairs:
-        plain = Transcriber(plain_models, DecodeOptions(language="en"), use_assistant=False).transcribe(pieces)
+    for speculative_models, pieces, plain in pairs:
         speculative = Transcriber(speculative_models, DecodeOptions(language="en", batch_size=2)).transcribe(pieces)
         assert sum(r.stats.drafted for r in speculative) > 0 and sum(r.stats.drafted for r in plain) == 0
         assert any(r.redecodes for r in plain)
