@@ -15,26 +15,47 @@ import pyarrow.dataset as ds
 from helpers import decoded_after_persisted, finish, lines, podscribe, run_here, start, tables, wait_for_progress
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_SIGTERM
 
+# Where each of the six stopped runs is stopped: the signal, and the run's own first event it follows (then a random
+# 0-0.1 s: inside that step). Each phase gets both signals; the first kill follows the first saved batch of a file of
+# four pieces, so a kill lands inside a file; no run does more than a piece or two of the small archive's nine.
+STOPS = [
+    (signal.SIGKILL, "persisted"),
+    (signal.SIGTERM, "decoded"),  # what systemd, docker and Kubernetes send: a clean stop
+    (signal.SIGKILL, "claimed"),
+    (signal.SIGTERM, "persisted"),
+    (signal.SIGKILL, "decoded"),
+    (signal.SIGTERM, "claimed"),
+]
+
+
+def _wait_for_event(proc, trace, event: str, seen: int, timeout: float = 300) -> None:
+    """Until this run's first ``event`` trace line (the lines after the ``seen`` ones of earlier runs)."""
+    deadline = time.monotonic() + timeout
+    while not any(x.startswith(f"{event} ") for x in lines(trace, claims=True, reads=True)[seen:]):
+        assert proc.poll() is None, f"the run ended before its first {event}: no work was left to interrupt"
+        assert time.monotonic() < deadline, f"no {event} event"
+        time.sleep(0.01)
+
 
 def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupted_run(
     small_archive, small_reference, cache_dir, tmp_path
 ):
-    """Six runs of one job, each stopped a random moment after it decoded something new (its own event, then up
-    to 0.6 s): alternately SIGKILL and SIGTERM. A run nothing stops then finishes the job to the tables of an
-    uninterrupted run: no persisted piece decoded again, a kill inside a file, no partial piece left behind."""
+    """Six runs of one job, each stopped at a random moment of one phase of its work (STOPS): three SIGKILL, three
+    SIGTERM. A run nothing stops then finishes the job to the tables of an uninterrupted run: no persisted piece
+    decoded again, a kill inside a file, no partial piece left behind."""
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     rng = random.Random(4)
     kills, terms = 0, 0
-    for stop in range(6):
+    for sig, event in STOPS:
+        seen = len(lines(trace, claims=True, reads=True))
         proc = start(out, small_archive, cache_dir, trace)
-        assert wait_for_progress(proc, trace, len(lines(trace))), f"run {stop} found no work left to interrupt"
-        time.sleep(rng.uniform(0.0, 0.6))
-        if stop % 2:  # what systemd, docker and Kubernetes send: a clean stop
-            proc.send_signal(signal.SIGTERM)
+        _wait_for_event(proc, trace, event, seen)
+        time.sleep(rng.uniform(0.0, 0.1))
+        proc.send_signal(sig)
+        if sig == signal.SIGTERM:
             assert proc.wait(timeout=120) in (EXIT_SIGTERM, 0)
             terms += 1
         else:
-            proc.send_signal(signal.SIGKILL)
             proc.wait()
             kills += 1
     code, stdout, stderr = run_here(out, small_archive, cache_dir, trace)  # nothing stops it: in this process
