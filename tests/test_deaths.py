@@ -9,7 +9,7 @@ import time
 
 import pyarrow.dataset as ds
 
-from helpers import close, ffmpeg, finish, lines, start, tables
+from helpers import close, ffmpeg, finish, lines, run_here, start, tables
 from pipeline.errors import EXIT_SIGTERM
 from pipeline.identity import identify
 
@@ -51,7 +51,7 @@ def test_five_whole_run_kills_before_the_first_saved_batch_then_a_rerun_give_the
     events = [x.split() for x in lines(trace, claims=True)]
     assert not [x for x in events if x[0] == "persisted"], "a kill landed after a saved batch: not the worst moment"
     assert max(int(x[2]) for x in events if x[0] == "claimed") >= 2, "no file was killed on more than once"
-    code, stdout, stderr = finish(start(out, small_archive, cache_dir, trace))
+    code, stdout, stderr = run_here(out, small_archive, cache_dir, trace)  # after the kills: in this process
     assert code == 0 and "done: 3, failed: 0" in stdout, stdout + stderr
     assert close(tables(out), small_reference)
 
@@ -80,7 +80,7 @@ def test_a_file_that_kills_the_process_decoding_it_fails_alone_with_its_checkpoi
     second_run = events[next(i for i, x in enumerate(events) if x[0] == "claimed" and x[1] != poison_id) :]
     assert [x[1] for x in second_run if x[0] == "claimed"][-1] == poison_id, "the suspect was not decoded last"
     assert not _wait_gone(trace)
-    code, stdout, stderr = finish(start(out, small_archive, cache_dir, trace, "--retry-failed"))
+    code, stdout, stderr = run_here(out, small_archive, cache_dir, trace, "--retry-failed")  # the crash gone
     assert code == 0 and "done: 1, failed: 0" in stdout, stdout + stderr
     assert close(tables(out), small_reference)
     persisted_0 = [x for x in lines(trace) if x.split()[:3] == ["decoded", poison_id, "0"]]

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import finish, lines, podscribe, start
+from helpers import lines, podscribe, run_here, start
 from pipeline import outputs, workers
 from pipeline.cues import CueRules
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_USAGE, ConfigChanged
@@ -37,8 +37,8 @@ def test_a_joining_worker_with_other_subtitles_is_refused_and_the_first_ones_sta
         assert first.poll() is None, first.communicate()
         time.sleep(0.05)
     assert workers.live_workers(out)
-    code, stdout, stderr = finish(
-        start(out, small_archive, cache_dir, None, "--subtitles", "vtt", "-o", str(tmp_path / "vtt"))
+    code, stdout, stderr = run_here(
+        out, small_archive, cache_dir, None, "--subtitles", "vtt", "-o", str(tmp_path / "vtt")
     )
     assert code == EXIT_CONFIG_CHANGED and "--subtitles" in stderr and "-o/--output-dir" in stderr, stdout + stderr
     recorded = json.loads((out / "job.json").read_text())["outputs"]

@@ -1,45 +1,67 @@
-"""Jobs that survive the night, in real processes: kill -9 and resume, a second run joining as a worker,
-configuration changes, failed inputs, Ctrl-C."""
+"""Jobs that survive the night: kill -9 and resume, a second run joining as a worker, configuration changes,
+failed inputs, Ctrl-C. The runs that are killed, signalled or frozen are real processes; a run nothing interrupts
+(a rerun, a refused configuration, a worker beside a frozen one) is a CLI run in this process (helpers.run_here)."""
 
 from __future__ import annotations
 
 import random
 import signal
 import struct
-import subprocess
-import sys
 import time
 from collections import Counter
 
 import pyarrow.dataset as ds
 
-from helpers import REPO, decoded_after_persisted, finish, lines, start, tables, wait_for_progress
+from helpers import decoded_after_persisted, finish, lines, podscribe, run_here, start, tables, wait_for_progress
 from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_SIGTERM
+
+# Where each of the six stopped runs is stopped: the signal, and the run's own first event it follows (then a random
+# 0-0.1 s: inside that step). Each phase gets both signals; the first kill follows the first saved batch of a file of
+# four pieces, so a kill lands inside a file; no run does more than a piece or two of the small archive's nine.
+STOPS = [
+    (signal.SIGKILL, "persisted"),
+    (signal.SIGTERM, "decoded"),  # what systemd, docker and Kubernetes send: a clean stop
+    (signal.SIGKILL, "claimed"),
+    (signal.SIGTERM, "persisted"),
+    (signal.SIGKILL, "decoded"),
+    (signal.SIGTERM, "claimed"),
+]
+
+
+def _wait_for_event(proc, trace, event: str, seen: int, timeout: float = 300) -> None:
+    """Until this run's first ``event`` trace line (the lines after the ``seen`` ones of earlier runs)."""
+    deadline = time.monotonic() + timeout
+    while not any(x.startswith(f"{event} ") for x in lines(trace, claims=True, reads=True)[seen:]):
+        assert proc.poll() is None, f"the run ended before its first {event}: no work was left to interrupt"
+        assert time.monotonic() < deadline, f"no {event} event"
+        time.sleep(0.01)
 
 
 def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupted_run(
-    archive, reference, cache_dir, tmp_path
+    small_archive, small_reference, cache_dir, tmp_path
 ):
+    """Six runs of one job, each stopped at a random moment of one phase of its work (STOPS): three SIGKILL, three
+    SIGTERM. A run nothing stops then finishes the job to the tables of an uninterrupted run: no persisted piece
+    decoded again, a kill inside a file, no partial piece left behind."""
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     rng = random.Random(4)
     kills, terms = 0, 0
-    while True:
-        proc = start(out, archive, cache_dir, trace)
-        if kills + terms >= 6 or not wait_for_progress(proc, trace, len(lines(trace))):
-            break
-        time.sleep(rng.uniform(0.0, 0.6))
-        if (kills + terms) % 2:  # what systemd, docker and Kubernetes send: a clean stop
-            proc.send_signal(signal.SIGTERM)
+    for sig, event in STOPS:
+        seen = len(lines(trace, claims=True, reads=True))
+        proc = start(out, small_archive, cache_dir, trace)
+        _wait_for_event(proc, trace, event, seen)
+        time.sleep(rng.uniform(0.0, 0.1))
+        proc.send_signal(sig)
+        if sig == signal.SIGTERM:
             assert proc.wait(timeout=120) in (EXIT_SIGTERM, 0)
             terms += 1
         else:
-            proc.send_signal(signal.SIGKILL)
             proc.wait()
             kills += 1
-    code, stdout, stderr = finish(proc)
+    code, stdout, stderr = run_here(out, small_archive, cache_dir, trace)  # nothing stops it: in this process
     assert code == 0, stderr
     assert kills >= 3 and terms >= 3
-    assert tables(out) == reference
+    assert tables(out) == small_reference
     persisted, decoded_again, runners_per_file = set(), [], {}
     for line in lines(trace):
         event, file_id, piece, pid = line.split()
@@ -51,41 +73,41 @@ def test_kill_9_and_sigterm_at_random_moments_then_resume_equals_an_uninterrupte
     assert not decoded_again, f"pieces decoded again after they were persisted: {decoded_again}"
     assert any(len(pids) > 1 for pids in runners_per_file.values()), "no kill landed inside a file"
     decodes = Counter(tuple(line.split()[1:3]) for line in lines(trace) if line.startswith("decoded"))
-    assert len(decodes) == len(reference["pieces"])
+    assert len(decodes) == len(small_reference["pieces"])
     assert not (out / "partial").exists() or not any((out / "partial").iterdir()), "partial pieces left behind"
 
 
 def test_a_second_run_joins_as_a_worker_and_a_frozen_one_keeps_only_its_own_file(
-    archive, reference, cache_dir, tmp_path
+    small_archive, small_reference, cache_dir, tmp_path
 ):
+    """The frozen worker is a process of its own (it holds its claim and registration as the OS sees them); the
+    runs beside it and after its death are this process's: another process's locks are what they meet."""
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
-    first = start(out, archive, cache_dir, trace)
+    first = start(out, small_archive, cache_dir, trace)
     assert wait_for_progress(first, trace, 0)
     first.send_signal(signal.SIGSTOP)  # frozen mid-file, however fast this machine is: it holds that file
-    code, stdout, stderr = finish(start(out, archive, cache_dir, None, "--language", "en"), timeout=120)
+    code, stdout, stderr = run_here(out, small_archive, cache_dir, None, "--language", "en")
     assert code == EXIT_CONFIG_CHANGED and "language: None -> 'en'" in stderr, "another configuration must not join"
-    code, stdout, stderr = finish(start(out, archive, cache_dir))
+    code, stdout, stderr = run_here(out, small_archive, cache_dir)
     assert code == 0 and "done: 2" in stdout and "being decoded by other workers: 1" in stdout, stdout + stderr
-    status = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO, capture_output=True, text=True
-    )
+    status = podscribe("status", str(out), cache_dir=cache_dir)
     assert "workers: 1 at work, decoding 1 files" in status.stdout, status.stdout
     first.send_signal(signal.SIGKILL)  # the OS drops its locks: nothing stays stuck
     first.wait()
-    code, stdout, stderr = finish(start(out, archive, cache_dir))
+    code, stdout, stderr = run_here(out, small_archive, cache_dir)
     assert code == 0 and "done: 1, failed: 0, already done: 2" in stdout, stdout + stderr
-    assert tables(out) == reference
+    assert tables(out) == small_reference
 
 
-def test_changed_configuration_is_refused_unless_restarted(archive, reference, cache_dir, tmp_path):
-    out = tmp_path / "job"
-    assert finish(start(out, archive[2:], cache_dir))[0] == 0
-    code, stdout, stderr = finish(start(out, archive[2:], cache_dir, None, "--language", "en", "--batch-size", "3"))
+def test_changed_configuration_is_refused_unless_restarted(small_archive, cache_dir, tmp_path):
+    out, jfk = tmp_path / "job", small_archive[2:]
+    assert run_here(out, jfk, cache_dir)[0] == 0
+    code, stdout, stderr = run_here(out, jfk, cache_dir, None, "--language", "en", "--batch-size", "3")
     assert code == EXIT_CONFIG_CHANGED and "another configuration" in stderr and "language: None -> 'en'" in stderr
     assert "batch_size" not in stderr  # speed only: every batch size gives the same tokens
-    code, stdout, stderr = finish(start(out, archive[2:], cache_dir, None, "--batch-size", "3"))
+    code, stdout, stderr = run_here(out, jfk, cache_dir, None, "--batch-size", "3")
     assert code == 0 and "already done: 1" in stdout
-    code, stdout, stderr = finish(start(out, archive[2:], cache_dir, None, "--language", "en", "--restart"))
+    code, stdout, stderr = run_here(out, jfk, cache_dir, None, "--language", "en", "--restart")
     assert code == 0 and "done: 1, failed: 0, already done: 0" in stdout
 
 
@@ -102,10 +124,10 @@ def test_a_file_read_ahead_whose_batch_does_not_form_is_read_again_for_its_own_r
     inputs = [c.path for c in clips] + [empty]
     args = ["--model", "tiny.en", "--language", "en", "-q"]
     alone, grouped = tmp_path / "alone", tmp_path / "grouped"
-    code, _, stderr = finish(start(alone, inputs[:3], cache_dir, None, "--batch-size", "1", args=args))
+    code, _, stderr = run_here(alone, inputs[:3], cache_dir, None, "--batch-size", "1", args=args)
     assert code == 0, stderr
     trace = tmp_path / "grouped.txt"
-    code, stdout, stderr = finish(start(grouped, inputs, cache_dir, trace, "--batch-size", "2", args=args))
+    code, stdout, stderr = run_here(grouped, inputs, cache_dir, trace, "--batch-size", "2", args=args)
     assert "done: 3, failed: 1" in stdout, stdout + stderr
     events = [line.split()[:2] for line in lines(trace, claims=True, reads=True)]
     third = [i for i, (event, _) in enumerate(events) if event == "claimed"][2]
@@ -115,27 +137,27 @@ def test_a_file_read_ahead_whose_batch_does_not_form_is_read_again_for_its_own_r
     assert len(failed) == 1 and "no audio samples" in failed[0]["error"], failed
 
 
-def test_failed_inputs_are_kept_retried_on_request_and_redone_when_fixed(archive, cache_dir, tmp_path):
+def test_failed_inputs_are_kept_retried_on_request_and_redone_when_fixed(small_archive, cache_dir, tmp_path):
     out = tmp_path / "job"
     broken = tmp_path / "episode two.mp3"
     broken.write_bytes(b"")
-    inputs = [archive[2], broken]
-    code, stdout, _ = finish(start(out, inputs, cache_dir))
+    inputs = [small_archive[2], broken]
+    code, stdout, _ = run_here(out, inputs, cache_dir)
     assert code == 0 and "done: 1, failed: 1" in stdout
-    code, stdout, _ = finish(start(out, inputs, cache_dir))
+    code, stdout, _ = run_here(out, inputs, cache_dir)
     assert "already done: 1, failed earlier (not retried): 1" in stdout
-    code, stdout, stderr = finish(start(out, inputs, cache_dir, None, "--retry-failed"))
+    code, stdout, stderr = run_here(out, inputs, cache_dir, None, "--retry-failed")
     assert "failed: 1" in stdout and "file is empty" in stderr
-    broken.write_bytes(archive[0].read_bytes())  # fixed: new content, new id, the old failed row goes
-    code, stdout, _ = finish(start(out, inputs, cache_dir))
+    broken.write_bytes(small_archive[0].read_bytes())  # fixed: new content, new id, the old failed row goes
+    code, stdout, _ = run_here(out, inputs, cache_dir)
     assert code == 0 and "done: 1, failed: 0, already done: 1" in stdout
     rows = ds.dataset(out / "files").to_table().to_pylist()
     assert sorted(r["status"] for r in rows) == ["done", "done"]
 
 
-def test_ctrl_c_finishes_the_batch_in_hand_and_exits_cleanly(archive, cache_dir, tmp_path):
+def test_ctrl_c_finishes_the_batch_in_hand_and_exits_cleanly(small_archive, cache_dir, tmp_path):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
-    proc = start(out, archive, cache_dir, trace)
+    proc = start(out, small_archive, cache_dir, trace)
     assert wait_for_progress(proc, trace, 0)
     proc.send_signal(signal.SIGINT)
     code, stdout, stderr = finish(proc, timeout=120)
@@ -144,21 +166,19 @@ def test_ctrl_c_finishes_the_batch_in_hand_and_exits_cleanly(archive, cache_dir,
     decoded = {tuple(x.split()[1:3]) for x in events if x.startswith("decoded")}
     persisted = {tuple(x.split()[1:3]) for x in events if x.startswith("persisted")}
     assert decoded and decoded == persisted, "a decoded piece was not persisted"
-    status = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "status", str(out)], cwd=REPO, capture_output=True, text=True
-    )
+    status = podscribe("status", str(out), cache_dir=cache_dir)
     assert status.returncode == 0 and "pending" in status.stdout and "h left" in status.stdout
 
 
-def test_resuming_with_another_batch_size_decodes_no_persisted_piece_again(archive, cache_dir, tmp_path):
+def test_resuming_with_another_batch_size_decodes_no_persisted_piece_again(small_archive, cache_dir, tmp_path):
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
-    proc = start(out, archive[:1], cache_dir, trace)  # batch size 1: a checkpoint per piece
+    proc = start(out, small_archive[:1], cache_dir, trace)  # batch size 1: a checkpoint per piece
     while sum(line.startswith("persisted") for line in lines(trace)) < 2:
         assert wait_for_progress(proc, trace, len(lines(trace)))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    code, stdout, stderr = finish(start(out, archive[:1], cache_dir, trace, "--batch-size", "3"))
-    assert code == 0 and "done: 1" in stdout, stderr
+    code, stdout, stderr = run_here(out, small_archive[:1], cache_dir, trace, "--batch-size", "3")
+    assert code == 0 and "done: 1, failed: 0, already done: 0" in stdout, "killed after the file was done: " + stderr
     decoded_again = decoded_after_persisted(trace)
     assert not decoded_again, f"persisted pieces decoded again with another batch size: {decoded_again}"
 
@@ -177,10 +197,10 @@ def test_one_piece_files_share_batches_and_a_kill_inside_one_loses_nothing(engli
     inputs = [c.path for c in clips]
     args = ["--model", "tiny.en", "--language", "en", "-q"]
     alone, grouped, resumed = tmp_path / "alone", tmp_path / "grouped", tmp_path / "resumed"
-    code, _, stderr = finish(start(alone, inputs, cache_dir, None, "--batch-size", "1", args=args))
+    code, _, stderr = run_here(alone, inputs, cache_dir, None, "--batch-size", "1", args=args)
     assert code == 0, stderr
     trace = tmp_path / "grouped.txt"
-    code, stdout, stderr = finish(start(grouped, inputs, cache_dir, trace, "--batch-size", "4", args=args))
+    code, stdout, stderr = run_here(grouped, inputs, cache_dir, trace, "--batch-size", "4", args=args)
     assert code == 0 and "done: 6" in stdout, stderr
     events = [line.split()[:2] for line in lines(trace, claims=True)]
     first = next(i for i, (event, _) in enumerate(events) if event == "decoded")
@@ -199,7 +219,7 @@ def test_one_piece_files_share_batches_and_a_kill_inside_one_loses_nothing(engli
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    code, stdout, stderr = finish(start(resumed, inputs, cache_dir, trace, "--batch-size", "4", args=args))
+    code, stdout, stderr = run_here(resumed, inputs, cache_dir, trace, "--batch-size", "4", args=args)
     assert code == 0, stderr
     events = [line.split()[:3] for line in lines(trace, claims=True)]
     died_on = {file_id for event, file_id, deaths in events if event == "claimed" and deaths == "1"}

@@ -125,30 +125,17 @@ def test_a_missing_input_keeps_its_finished_transcript(speech, cache_dir, tmp_pa
 
 
 def test_outputs_follow_the_umask(speech, cache_dir, tmp_path):
+    from pipeline.atomic import _file_mode
+
     out = tmp_path / "job"
-    script = (
-        "import os, sys; os.umask(0o027); from pipeline.cli import main; "
-        "sys.argv = ['podscribe', *sys.argv[1:]]; main()"
-    )
-    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO)}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            script,
-            "transcribe",
-            *TINY,
-            "--subtitles",
-            "srt",
-            "--out",
-            str(out),
-            str(speech["jfk"]),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    before = os.umask(0o027)  # a process's own umask, as a shell sets it; the CLI runs in this process
+    _file_mode.cache_clear()  # read once per process: as a fresh process would, from the umask it was started with
+    try:
+        result = podscribe("transcribe", *TINY, "--subtitles", "srt", "--out", str(out), str(speech["jfk"]),
+                           cache_dir=cache_dir)  # fmt: skip
+    finally:
+        os.umask(before)
+        _file_mode.cache_clear()
     assert result.returncode == 0, result.stderr
     written = [p for p in out.rglob("*") if p.is_file() and p.name != ".lock"]
     assert len(written) >= 5

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow.dataset as ds
 import pytest
 
-from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, start, tables
+from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, run_here, start, tables
 from pipeline import workers
 from pipeline.errors import EXIT_SIGINT, EXIT_SIGTERM
 from pipeline.identity import identify
@@ -214,7 +214,7 @@ def test_a_worker_killed_mid_file_loses_nothing_while_another_goes_on(
     survivor = next(p for p in procs if p is not victim)
     code, stdout, stderr = finish(survivor)
     assert code == 0, stderr
-    code, stdout, stderr = finish(start(out, small_archive, cache_dir, trace))  # the rerun finishes what is left
+    code, stdout, stderr = run_here(out, small_archive, cache_dir, trace)  # the rerun finishes what is left
     assert code == 0 and "failed: 0" in stdout, stdout + stderr
     assert close(tables(out), small_reference)
     assert not decoded_after_persisted(trace), "a persisted batch was decoded again"

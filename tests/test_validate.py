@@ -89,12 +89,6 @@ def test_a_prompt_longer_than_whisper_keeps_is_trimmed_with_a_warning_and_the_fa
 def test_speaker_names_of_a_wrong_shape_in_a_job_file_exit_2_and_create_no_job(tmp_path):
     """Names per show are a table of lists; anything else is named before a job exists (a job file is read
     before any model or input is looked at)."""
-    import os
-    import subprocess
-    import sys
-
-    from helpers import REPO
-
     out = tmp_path / "job"
     for bad, said in (
         ('speaker_names = "Lena, Walter"', "speaker_names must be a list of names or a table"),
@@ -107,13 +101,6 @@ def test_speaker_names_of_a_wrong_shape_in_a_job_file_exit_2_and_create_no_job(t
     ):
         job = tmp_path / "job.toml"
         job.write_text(f'inputs = ["ep.mp3"]\nout = "{out}"\n{bad}\n')
-        result = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "run", str(job), "-q"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            cwd=tmp_path,
-            timeout=120,
-        )
+        result = podscribe("run", str(job), "-q", cache_dir=tmp_path / "cache", cwd=tmp_path)
         assert result.returncode == EXIT_USAGE and said in result.stderr, (bad, result.stderr)
         assert "Traceback" not in result.stderr and not out.exists(), bad
