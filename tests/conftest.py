@@ -109,11 +109,6 @@ def _archive(clips, folder: Path, one_s: float, two_s: float) -> list[Path]:
     return [one, two, three]
 
 
-@pytest.fixture(scope="session")
-def archive(clips, tmp_path_factory) -> list[Path]:
-    return _archive(clips, tmp_path_factory.mktemp("archive"), 70, 60)
-
-
 def _reference(inputs: list[Path], cache_dir: Path, folder: Path) -> dict:
     """The tables of an uninterrupted single-process run (tests/helpers.JOB_ARGS)."""
     code, stdout, stderr = run_here(folder / "job", inputs, cache_dir)
@@ -122,13 +117,9 @@ def _reference(inputs: list[Path], cache_dir: Path, folder: Path) -> dict:
 
 
 @pytest.fixture(scope="session")
-def reference(archive, cache_dir, tmp_path_factory) -> dict:
-    return _reference(archive, cache_dir, tmp_path_factory.mktemp("reference"))
-
-
-@pytest.fixture(scope="session")
 def small_archive(clips, tmp_path_factory) -> list[Path]:
-    """The archive at about a third of its length: for the several-worker tests, which run it many times."""
+    """A small archive (58 s in three files, nine pieces of tests/helpers.JOB_ARGS): the kill, resume and
+    several-worker tests run it many times."""
     return _archive(clips, tmp_path_factory.mktemp("small-archive"), 26, 21)
 
 
@@ -147,8 +138,6 @@ MODEL_FIXTURES = {
     "long_form_job",
     "cache_dir",
     "runtime",
-    "archive",
-    "reference",
     "small_archive",
     "small_reference",
 }
@@ -156,8 +145,9 @@ MODEL_FIXTURES = {
 
 # Computed once per test process, and each costs a decode of its own: with `pytest -n N` (pytest-xdist, its
 # `loadgroup` schedule, pyproject.toml) the tests that read one run in the same test process, so it is computed
-# once, not once per process. The first one a test reads names its group.
-SHARED_RUNS = ("reference", "small_reference", "long_form_job", "base_reference")
+# once, not once per process. Not small_reference: its tests are the kill and worker tests, too many for one
+# process, and it costs less than they would wait.
+SHARED_RUNS = ("long_form_job", "base_reference")
 
 
 def pytest_collection_modifyitems(config, items):
