@@ -143,18 +143,7 @@ MODEL_FIXTURES = {
 }
 
 
-# Computed once per test process, and each costs a decode of its own: with `pytest -n N` (pytest-xdist, its
-# `loadgroup` schedule, pyproject.toml) the tests that read one run in the same test process, so it is computed
-# once, not once per process. Not small_reference: its tests are the kill and worker tests, too many for one
-# process, and it costs less than they would wait.
-SHARED_RUNS = ("long_form_job", "base_reference")
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        names = set(getattr(item, "fixturenames", ()))
-        if MODEL_FIXTURES & names:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.model)
-        shared = [name for name in SHARED_RUNS if name in names]
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(shared[0]))
