@@ -188,12 +188,9 @@ def start(
 ) -> subprocess.Popen:
     """`podscribe transcribe` in its own process: ``args`` (the model and piece sizes), then ``extra``.
     ``session``: in a process group of its own, as a terminal's foreground job (``os.killpg`` is Ctrl-C)."""
-    full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), **(env or {})}
-    if trace:
-        full_env["PODSCRIBE_TRACE"] = str(trace)
-    cmd = [sys.executable, "-m", "pipeline.cli", "transcribe", "--out", str(out), *args, *extra, "--"]
+    full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), **_job_env(trace, env)}
     return subprocess.Popen(
-        [*cmd, *map(str, inputs)],
+        [sys.executable, "-m", "pipeline.cli", *_transcribe(out, inputs, extra, args)],
         cwd=REPO,
         env=full_env,
         stdout=subprocess.PIPE,
@@ -212,12 +209,20 @@ def run_here(
     args: list[str] = JOB_ARGS,
     env: dict | None = None,
 ) -> tuple[int, str, str]:
-    """``finish(start(...))`` in this process: a run that nothing interrupts and nothing runs beside, where a
-    fresh process would prove nothing more. Its trace lines carry this process's id."""
-    full_env = {**(env or {}), **({"PODSCRIBE_TRACE": str(trace)} if trace else {})}
-    cmd = ["transcribe", "--out", str(out), *args, *extra, "--", *map(str, inputs)]
-    result = podscribe(*cmd, cache_dir=cache_dir, env=full_env)
+    """``finish(start(...))`` in this process: a run that nothing interrupts, where a fresh process would prove
+    nothing more (another process's locks it meets are the same either way). Its trace lines carry this
+    process's id."""
+    result = podscribe(*_transcribe(out, inputs, extra, args), cache_dir=cache_dir, env=_job_env(trace, env))
     return result.returncode, result.stdout, result.stderr
+
+
+def _transcribe(out: Path, inputs: list[Path], extra: tuple[str, ...], args: list[str]) -> list[str]:
+    """The CLI arguments of ``start`` and ``run_here``: ``args`` (the model and piece sizes), then ``extra``."""
+    return ["transcribe", "--out", str(out), *args, *extra, "--", *map(str, inputs)]
+
+
+def _job_env(trace: Path | None, env: dict | None) -> dict:
+    return {**(env or {}), **({"PODSCRIBE_TRACE": str(trace)} if trace else {})}
 
 
 def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
