@@ -16,7 +16,7 @@ import torch
 from bench import common
 from bench.common import SPEECH, Clip, ffmpeg, speech_clips
 from bench.common import long_form as join_long_form
-from helpers import run_here, tables, with_assistant
+from helpers import computed_once, run_here, tables, with_assistant
 from pipeline.decode import DecodeOptions
 from pipeline.models.load import Models, load_models, quantized_self_draft
 from pipeline.runner import JobOptions, run
@@ -76,14 +76,23 @@ def base_self_int8(base_models) -> Models:
 @pytest.fixture(scope="session")
 def long_form(english_human, tmp_path_factory):
     """~3 minutes of the English clips joined with pauses of 0.4-2.0 s into one mp3 (bench.common.long_form)."""
-    mp3, joined = join_long_form(english_human, tmp_path_factory.mktemp("long"))
-    return mp3, joined.spans_s, " ".join(joined.texts)
+
+    def build(folder: Path):
+        mp3, joined = join_long_form(english_human, folder)
+        return mp3, joined.spans_s, " ".join(joined.texts)
+
+    return computed_once(tmp_path_factory, "long-form", build)
 
 
 @pytest.fixture(scope="session")
 def long_form_job(base_models, long_form, tmp_path_factory):
+    """base on the long-form file with word timestamps and four subtitle formats: (its files row, its segments,
+    the job folder). Read only: the test processes of a run share it."""
+    return computed_once(tmp_path_factory, "long-form-job", lambda out: _long_form_job(base_models, long_form, out))
+
+
+def _long_form_job(base_models, long_form, out: Path):
     mp3, _, _ = long_form
-    out = tmp_path_factory.mktemp("job")
     options = JobOptions(
         out_dir=out,
         decode=DecodeOptions(language="en", word_timestamps=True),
@@ -120,12 +129,14 @@ def _reference(inputs: list[Path], cache_dir: Path, folder: Path) -> dict:
 def small_archive(clips, tmp_path_factory) -> list[Path]:
     """A small archive (58 s in three files, nine pieces of tests/helpers.JOB_ARGS): the kill, resume and
     several-worker tests run it many times."""
-    return _archive(clips, tmp_path_factory.mktemp("small-archive"), 26, 21)
+    return computed_once(tmp_path_factory, "small-archive", lambda folder: _archive(clips, folder, 26, 21))
 
 
 @pytest.fixture(scope="session")
 def small_reference(small_archive, cache_dir, tmp_path_factory) -> dict:
-    return _reference(small_archive, cache_dir, tmp_path_factory.mktemp("small-reference"))
+    return computed_once(
+        tmp_path_factory, "small-reference", lambda folder: _reference(small_archive, cache_dir, folder)
+    )
 
 
 # The fast tier: `pytest -m "not model"` runs the pure functions (seconds). A test is in the slow tier when it
@@ -147,3 +158,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.model)
+    # The slow tier first, each module's tests together: under `pytest -n N` the fast tier's hundred-odd
+    # sub-second tests come last and fill in while the other test processes finish their last long test.
+    items.sort(key=lambda item: item.get_closest_marker("model") is None)

@@ -281,3 +281,31 @@ def close(got, want, rel: float = 1e-5, abs_: float = 1e-6) -> bool:
     if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
         return len(got) == len(want) and all(close(a, b, rel, abs_) for a, b in zip(got, want))
     return got == want
+
+
+def computed_once(tmp_path_factory, name: str, compute):
+    """A session-sized result that one of the run's test processes computes and the others read.
+
+    Under ``pytest -n N`` each test process builds its own session (and module) fixtures, so a fixture whose
+    tests land in two processes is computed twice. pytest-xdist's documented pattern: a file lock in the run's
+    shared temporary folder. ``compute(folder)`` writes whatever files it makes under ``folder`` and returns a
+    picklable value; the first process to take the lock computes it, the others wait for it and unpickle it.
+    Tests must only read what it wrote."""
+    import fcntl
+    import pickle
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each test process's own
+    folder = root / f"computed-once-{name}"
+    result = root / f"computed-once-{name}.pickle"
+    with open(root / f"computed-once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if result.exists():
+            return pickle.loads(result.read_bytes())
+        folder.mkdir(exist_ok=True)
+        value = compute(folder)
+        partial = result.with_suffix(".partial")
+        partial.write_bytes(pickle.dumps(value))
+        partial.rename(result)
+        return value

@@ -32,15 +32,17 @@ def _wait_gone(trace, timeout: float = 30) -> list[str]:
     return alive
 
 
-def test_five_whole_run_kills_before_the_first_saved_batch_then_a_rerun_give_the_uninterrupted_tables(
+def test_whole_run_kills_past_max_attempts_before_the_first_saved_batch_then_a_rerun_give_the_uninterrupted_tables(
     small_archive, small_reference, cache_dir, tmp_path
 ):
     """The laptop lid, the reboot, the scheduler's time limit: the only worker is killed (SIGKILL) each time it
-    has claimed a file, before that file saved a batch. Nothing is counted against the files: the rerun decodes
-    them all, to the tables of a run never interrupted, and no process of a killed run goes on decoding."""
+    has claimed the file, before it saved a batch, once more than --max-attempts. Nothing is counted against the
+    file: the rerun decodes it, to the tables of a run never interrupted, and no process of a killed run goes on
+    decoding."""
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
-    for kill in range(5):
-        proc = start(out, small_archive, cache_dir, trace)
+    episode, attempts = small_archive[:1], ("--max-attempts", "2")  # one file: every kill lands on it
+    for kill in range(3):
+        proc = start(out, episode, cache_dir, trace, *attempts)
         claimed = len([x for x in lines(trace, claims=True) if x.startswith("claimed")])
         while len([x for x in lines(trace, claims=True) if x.startswith("claimed")]) == claimed:
             assert proc.poll() is None, f"run {kill} ended before claiming a file: {proc.communicate()}"
@@ -50,10 +52,11 @@ def test_five_whole_run_kills_before_the_first_saved_batch_then_a_rerun_give_the
         assert not _wait_gone(trace), "a process of the killed run goes on"
     events = [x.split() for x in lines(trace, claims=True)]
     assert not [x for x in events if x[0] == "persisted"], "a kill landed after a saved batch: not the worst moment"
-    assert max(int(x[2]) for x in events if x[0] == "claimed") >= 2, "no file was killed on more than once"
-    code, stdout, stderr = run_here(out, small_archive, cache_dir, trace)  # after the kills: in this process
-    assert code == 0 and "done: 3, failed: 0" in stdout, stdout + stderr
-    assert close(tables(out), small_reference)
+    assert [int(x[2]) for x in events if x[0] == "claimed"] == [0, 1, 2], "each claim counts the kills before it"
+    code, stdout, stderr = run_here(out, episode, cache_dir, trace, *attempts)  # after the kills: in this process
+    assert code == 0 and "done: 1, failed: 0" in stdout, stdout + stderr
+    (file_id,) = [r["file_id"] for r in small_reference["files"] if r["path"] == str(episode[0])]
+    assert close(tables(out), {k: [r for r in rows if r["file_id"] == file_id] for k, rows in small_reference.items()})
 
 
 def test_a_file_that_kills_the_process_decoding_it_fails_alone_with_its_checkpoints_kept(

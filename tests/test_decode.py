@@ -37,8 +37,10 @@ def _tokens(models, pieces, **opts):
     return [r.tokens for r in results], results
 
 
+# More seeds, batch sizes and draft kinds: test_speculative.py. Real weights through the Transcriber (second
+# chances and word timings too): test_second_chances.py.
 @pytest.mark.identity
-@pytest.mark.parametrize("seed", [0])  # more seeds, batch sizes and draft kinds: test_speculative.py
+@pytest.mark.parametrize("seed", [0])
 def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech_pieces):
     main = tiny_random_models(base_models, seed)
     pieces = speech_pieces[:1]  # random weights babble to the length limit: one piece is enough
@@ -50,17 +52,6 @@ def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech
         assisted, results = _tokens(with_assistant(main, draft, name), pieces, **FIRST_PASS)
         assert assisted == alone, f"seed {seed}, {name} draft changed the main model's tokens"
         assert all(r.stats.draft_calls > 0 for r in results), "the assistant never ran"
-
-
-def test_real_base_with_int8_self_draft_is_token_identical(base_models, base_self_int8, speech_pieces):
-    alone, plain = _tokens(base_models, speech_pieces, word_timestamps=True)
-    assisted, results = _tokens(base_self_int8, speech_pieces, word_timestamps=True)
-    assert assisted == alone
-    for r, p in zip(results, plain):
-        assert r.stats.draft_calls > 0 and r.stats.accepted > 0
-        assert r.stats.main_calls < len(r.tokens) / 2, "a good draft should save most main calls"
-        assert [s.text for s in r.segments] == [s.text for s in p.segments]
-        assert [s.words for s in r.segments] == [s.words for s in p.segments]  # timings come from the main model
 
 
 def _projecting(models, pieces) -> tuple[list, int, int, list]:

@@ -16,10 +16,17 @@ from pipeline.models import ct2, registry
 from pipeline.models.load import check_same_tokenizer, load_models
 
 
-def _ct2_tokens(ct2_dir, features: np.ndarray, prompt: list[int]) -> list[int]:
+def _ct2_model(ct2_dir):
     import ctranslate2
 
-    model = ctranslate2.models.Whisper(str(ct2_dir), device="cpu", compute_type="float32")
+    return ctranslate2.models.Whisper(
+        str(ct2_dir), device="cpu", compute_type="float32", intra_threads=torch.get_num_threads()
+    )
+
+
+def _ct2_tokens(model, features: np.ndarray, prompt: list[int]) -> list[int]:
+    import ctranslate2
+
     result = model.generate(
         ctranslate2.StorageView.from_array(np.ascontiguousarray(features)),
         [prompt],
@@ -33,7 +40,7 @@ def _ct2_tokens(ct2_dir, features: np.ndarray, prompt: list[int]) -> list[int]:
 @pytest.mark.parametrize("alias", ["tiny.en", "base"])
 def test_converted_greedy_tokens_equal_ctranslate2(alias, english_human, cache_dir, runtime, tmp_path):
     models = load_models(alias, "none", runtime, cache_dir)
-    ct2_dir = registry.ct2_directory(alias, tmp_path)
+    ct2_model = _ct2_model(registry.ct2_directory(alias, tmp_path))
     gen = models.main.generation_config
     prompt = [gen.decoder_start_token_id]
     if gen.is_multilingual:
@@ -50,7 +57,7 @@ def test_converted_greedy_tokens_equal_ctranslate2(alias, english_human, cache_d
                 **({"language": "en", "task": "transcribe"} if gen.is_multilingual else {}),
             )
         ours = [t for t in ours[0].tolist() if t != gen.eos_token_id]
-        theirs = _ct2_tokens(ct2_dir, features.numpy(), prompt)
+        theirs = _ct2_tokens(ct2_model, features.numpy(), prompt)
         assert ours == theirs, f"{alias} on {clip.path.name}: transformers and CTranslate2 disagree"
         assert any(t > gen.no_timestamps_token_id for t in ours), "timestamps were predicted"
 

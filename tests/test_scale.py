@@ -253,10 +253,24 @@ def test_accelerate_launch_runs_ranks_as_workers_of_one_job(small_archive, small
     assert close(tables(out), small_reference)
 
 
+def _one_renderer(out, inputs, stderr: str) -> None:
+    """The workers' bars are drawn by the process that started them: one job bar over every file (100%, the job's
+    whole audio) and a file bar for each file, whoever decoded it."""
+    from pipeline.progress import clock
+
+    whole = clock(sum(r["duration_s"] for r in ds.dataset(out / "files").to_table().to_pylist()))
+    assert "job: 100%" in stderr and f"{whole}/{whole} of audio" in stderr, stderr[-3000:]
+    assert all(f"{path.name}: " in stderr for path in inputs), stderr[-3000:]
+
+
 def test_ray_actors_share_a_job_and_a_killed_actor_loses_nothing(small_archive, small_reference, cache_dir, tmp_path):
+    """Two Ray actors decode one job; one is killed mid-file and Ray restarts it: nothing persisted is decoded
+    again, the tables are a single process's, and the driver's bars (Ray's driver once showed none) still show
+    the whole job from one renderer."""
     pytest.importorskip("ray")
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
-    proc = start(out, small_archive, cache_dir, trace, "--engine", "ray", "--workers", "2")
+    args = [a for a in JOB_ARGS if a != "-q"]  # the bars are tested too
+    proc = start(out, small_archive, cache_dir, trace, "--engine", "ray", "--workers", "2", args=args)
     pids = _wait_for_two_decoders([proc], trace, timeout=300)
     os.kill(int(sorted(pids)[0]), signal.SIGKILL)  # one actor's process, mid-file
     code, stdout, stderr = finish(proc, timeout=600)
@@ -265,6 +279,7 @@ def test_ray_actors_share_a_job_and_a_killed_actor_loses_nothing(small_archive, 
     assert not decoded_after_persisted(trace), "a persisted batch was decoded again"
     decoded = Counter(_decoders(trace))
     assert set(decoded) == {(r["file_id"], str(r["piece"])) for r in small_reference["pieces"]}
+    _one_renderer(out, small_archive, stderr)
 
 
 def test_two_workers_on_one_piece_clips_decode_each_file_once(english_human, cache_dir, tmp_path):
@@ -281,19 +296,11 @@ def test_two_workers_on_one_piece_clips_decode_each_file_once(english_human, cac
     assert len(ds.dataset(out / "files").to_table()) == len(clips)
 
 
-def test_ray_actors_and_local_workers_show_the_whole_job_s_progress_from_one_renderer(clips, cache_dir, tmp_path):
-    """Ray's driver showed no progress at all, and `--workers 2` showed only the first process's own files: the
-    workers' bars are drawn by the process that started them, one job bar over every file (100%, the job's whole
-    audio) and a file bar for each file whoever decoded it."""
-    pytest.importorskip("ray")
-    from pipeline.progress import clock
-
+def test_local_workers_show_the_whole_job_s_progress_from_one_renderer(clips, cache_dir, tmp_path):
+    """`--workers 2` showed only the first process's own files; now the bars of the whole job (Ray's actors: the
+    test above)."""
     two = [c.path for c in clips if c.path.name in ("jfk.flac", "stereo_diarization_left.wav")]
     args = ["--model", "tiny.en", "--language", "en"]  # no -q: the bars are what is tested
-    for engine in ("ray", "local"):
-        out = tmp_path / engine
-        code, stdout, stderr = finish(start(out, two, cache_dir, None, "--engine", engine, "--workers", "2", args=args))
-        assert code == 0 and "done: 2, failed: 0" in stdout, (engine, stdout, stderr[-3000:])
-        whole = clock(sum(r["duration_s"] for r in ds.dataset(out / "files").to_table().to_pylist()))
-        assert "job: 100%" in stderr and f"{whole}/{whole} of audio" in stderr, (engine, stderr[-3000:])
-        assert all(f"{path.name}: " in stderr for path in two), (engine, stderr[-3000:])
+    code, stdout, stderr = finish(start(tmp_path / "job", two, cache_dir, None, "--workers", "2", args=args))
+    assert code == 0 and "done: 2, failed: 0" in stdout, (stdout, stderr[-3000:])
+    _one_renderer(tmp_path / "job", two, stderr)

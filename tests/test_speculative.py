@@ -18,7 +18,7 @@ from transformers.generation.logits_process import (
     WhisperTimeStampLogitsProcessor,
 )
 
-from helpers import int8_copy, perturbed_draft, tiny_random_models, with_assistant
+from helpers import computed_once, int8_copy, perturbed_draft, tiny_random_models, with_assistant
 from pipeline import audio
 from pipeline.backend.quantize import quantize
 from pipeline.decode.generate import Generator, encode, log_mel
@@ -31,9 +31,10 @@ from pipeline.models.load import Models, quantized_self_draft
 from pipeline.runtime import pick_runtime
 
 BATCH_SIZES = (1, 2, 3, 4, 8)
-# Real weights at three sizes: alone, a batch that does not divide the rows, the largest. Every size is the tiny
-# random pairs' (any draft kind, cheap); real weights add realistic agreement, not new batch shapes.
-REAL_SIZES = (1, 3, 8)
+# Real weights at two sizes: a batch that does not divide the rows, the largest (alone, at batch 1:
+# test_equal_to_transformers_assisted_generate_at_batch_1). Every size is the tiny random pairs' (any draft kind,
+# cheap); real weights add realistic agreement, not new batch shapes.
+REAL_SIZES = (3, 8)
 
 
 def seed_sizes(seed: int) -> tuple[int, ...]:
@@ -305,8 +306,9 @@ def test_weight_only_int8_main_model_speculative_or_not_at_any_batch_size(base_m
 
 
 def test_base_int8_with_its_self_draft(base_models, base_reference):
-    """Real weights: base in int8 gives the same tokens alone at batch 1 and 8 and with the self-int8 draft, and
-    its text is close to float32's (the WER on every clip is bench/bench_transcribe.py's)."""
+    """Real weights: base in int8 gives its own tokens (decoded alone, at batch 1) at batch 8, alone and with the
+    self-int8 draft, and its text is close to float32's (the WER on every clip is bench/bench_transcribe.py's).
+    The int8 main model with each draft kind at every batch size: test_int8_main_model_speculative_or_not..."""
     int8 = int8_copy(base_models)
     features, float32_reference = base_reference
     reference = [(g.tokens, g.segments, None) for g in _ours(int8, features, True, 1)]
@@ -317,7 +319,7 @@ def test_base_int8_with_its_self_draft(base_models, base_reference):
         reference,
         True,
         "base int8 + self-int8",
-        sizes=(1, 8),
+        sizes=(8,),
     )
     float32 = [int8.tokenizer.decode(t, skip_special_tokens=True) for t, _, _ in float32_reference[True]]
     text = [int8.tokenizer.decode(t, skip_special_tokens=True) for t, _, _ in reference]
@@ -325,9 +327,14 @@ def test_base_int8_with_its_self_draft(base_models, base_reference):
 
 
 @pytest.fixture(scope="module")
-def base_reference(base_models, pieces):
-    features = _features(base_models, pieces)
-    return features, {ts: hf_generate(base_models.main, features, ["en"] * len(pieces), ts) for ts in (True, False)}
+def base_reference(base_models, pieces, tmp_path_factory):
+    """transformers' tokens for base on the pieces, with and without timestamps (shared by the run's processes)."""
+
+    def generate(folder):
+        features = _features(base_models, pieces)
+        return features, {ts: hf_generate(base_models.main, features, ["en"] * len(pieces), ts) for ts in (True, False)}
+
+    return computed_once(tmp_path_factory, "base-reference", generate)
 
 
 @pytest.mark.parametrize("timestamps", [True, False])
@@ -341,19 +348,17 @@ def test_base_with_int8_self_draft(timestamps, base_self_int8, base_reference):
     assert sum(g.stats.accepted for g in ours) > 0.5 * sum(g.stats.drafted for g in ours)
 
 
-@pytest.mark.parametrize("timestamps", [True, False])
-def test_base_with_seq2seq_assistants(timestamps, base_models, base_reference):
+def test_base_with_seq2seq_assistants(base_models, base_reference):
     """A draft with its own encoder (and features): transformers 5.x gets this kind wrong with timestamps
-    (docs/decisions/0003-own-decoder.md); podscribe's loop does not. The main model's own copy (it agrees on
-    nearly every token; drafts run with bf16 cross-attention) alone and at the largest size with timestamps,
-    the largest without; a small random one (it agrees on next to nothing) with all rows in one batch. Both
-    kinds at every size: test_tiny_random_pairs."""
+    (docs/decisions/0003-own-decoder.md); podscribe's loop does not. With timestamps and all rows in one batch:
+    the main model's own copy (it agrees on nearly every token; drafts run with bf16 cross-attention) and a small
+    random one (it agrees on next to nothing). Both kinds at every size, with and without timestamps:
+    test_tiny_random_pairs."""
     features, reference = base_reference
     other = with_assistant(base_models, tiny_random_models(base_models, 21, d_model=32).main, "tiny-seq2seq")
-    _check(other, features, reference[timestamps], timestamps, "base + a random small seq2seq", sizes=(8,))
+    _check(other, features, reference[True], True, "base + a random small seq2seq", sizes=(8,))
     exact_copy = with_assistant(base_models, copy.deepcopy(base_models.main), "copy-seq2seq")
-    sizes = (1, 8) if timestamps else (8,)
-    ours = _check(exact_copy, features, reference[timestamps], timestamps, "base + its own copy", sizes)
+    ours = _check(exact_copy, features, reference[True], True, "base + its own copy", sizes=(8,))
     assert sum(g.stats.accepted for g in ours) > 0.8 * sum(g.stats.drafted for g in ours)
 
 
