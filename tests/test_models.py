@@ -45,7 +45,7 @@ def test_converted_greedy_tokens_equal_ctranslate2(alias, english_human, cache_d
     prompt = [gen.decoder_start_token_id]
     if gen.is_multilingual:
         prompt += [gen.lang_to_id["<|en|>"], gen.task_to_id["transcribe"]]
-    clips = sorted(english_human, key=lambda c: -c.duration_s)[:5]
+    clips = sorted(english_human, key=lambda c: -c.duration_s)[:3]  # the longest: the most positions
     for clip in clips:
         samples = audio.decode(clip.path)
         features = models.processor.feature_extractor(samples, sampling_rate=16000, return_tensors="pt").input_features
