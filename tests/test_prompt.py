@@ -200,8 +200,9 @@ def base_prompt_reference(base_models, pieces):
 
 def test_base_with_prompt_plain_and_int8_self_draft(base_models, base_self_int8, base_prompt_reference):
     features, context, reference = base_prompt_reference
-    _check(base_models, features, reference, context, "base with a prompt", sizes=(4,))  # batch 1: with the draft
-    ours = _check(base_self_int8, features, reference, context, "base + self-int8 with a prompt")
+    # all four pieces in one batch, alone and drafted (batch 1 with a prompt and a draft: the tiny random pairs)
+    _check(base_models, features, reference, context, "base with a prompt", sizes=(4,))
+    ours = _check(base_self_int8, features, reference, context, "base + self-int8 with a prompt", sizes=(4,))
     assert sum(g.stats.accepted for g in ours) > 0.5 * sum(g.stats.drafted for g in ours)
     text = base_models.tokenizer.decode(reference[0][0], skip_special_tokens=True)
     assert "Sweynheim" in text and "Pannartz" in text  # the prompt took effect
