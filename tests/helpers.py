@@ -187,10 +187,15 @@ def start(
     session: bool = False,
 ) -> subprocess.Popen:
     """`podscribe transcribe` in its own process: ``args`` (the model and piece sizes), then ``extra``.
-    ``session``: in a process group of its own, as a terminal's foreground job (``os.killpg`` is Ctrl-C)."""
+    ``session``: in a process group of its own, as a terminal's foreground job (``os.killpg`` is Ctrl-C).
+    Forked from a process that imported torch and transformers already (tests/forked.py) where its environment
+    allows; else a fresh interpreter."""
     full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), **_job_env(trace, env)}
+    argv = _transcribe(out, inputs, extra, args)
+    if os.environ.get("PODSCRIBE_TEST_FRESH") != "1" and _forking().same_imports(full_env):
+        return _forking().start(argv, full_env, REPO, session)
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", *_transcribe(out, inputs, extra, args)],
+        [sys.executable, "-m", "pipeline.cli", *argv],
         cwd=REPO,
         env=full_env,
         stdout=subprocess.PIPE,
@@ -198,6 +203,18 @@ def start(
         text=True,
         start_new_session=session,
     )
+
+
+_server = []
+
+
+def _forking():
+    """This test process's forking server (tests/forked.py), started on first use."""
+    if not _server:
+        from forked import Server
+
+        _server.append(Server(REPO))
+    return _server[0]
 
 
 def run_here(

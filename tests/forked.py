@@ -1,0 +1,164 @@
+"""Real CLI processes without paying for torch's and transformers' imports each time.
+
+A `python -m pipeline.cli` process spends ~4-6 s of CPU importing torch and transformers before it reads an
+argument, and the kill, signal and worker tests start dozens. Each test process keeps one server here: a Python
+started like the CLI that has imported torch, transformers and Whisper's model classes, has run nothing, and has
+one thread. For each start it forks a child, which runs `python -m pipeline.cli` as the interpreter would
+(``runpy._run_module_as_main``), with the start's arguments, environment, folder, session and output files.
+
+The child is a process of its own, as a fresh one would be: its pid, signals, locks, children and exit code.
+What differs is only that those modules were imported before its environment was set; a start whose
+environment differs from the server's in anything but PODSCRIBE_* variables gets a fresh interpreter instead
+(``start`` decides). Processes the CLI spawns itself (workers, watched children, Ray actors) are fresh ones either
+way: the product's own way of starting them is what those tests test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PRELOAD = "import torch, transformers; from transformers import WhisperForConditionalGeneration, WhisperProcessor"
+
+
+class Server:
+    """The test process's side: one forking server, started on first use."""
+
+    def __init__(self, cwd: Path):
+        self.env = dict(os.environ)
+        self.folder = Path(tempfile.mkdtemp(prefix="podscribe-forked-"))
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import forked; forked.serve()",
+            ],
+            cwd=cwd,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.count = 0
+
+    def same_imports(self, env: dict) -> bool:
+        """Whether a child with ``env`` would have imported what the server did: only PODSCRIBE_* differ."""
+        keys = (set(env) | set(self.env)) - {k for k in set(env) | set(self.env) if k.startswith("PODSCRIBE_")}
+        return all(env.get(k) == self.env.get(k) for k in keys)
+
+    def start(self, argv: list[str], env: dict, cwd: Path, session: bool) -> Forked:
+        self.count += 1
+        base = self.folder / str(self.count)
+        request = {
+            "argv": argv,
+            "env": env,
+            "cwd": str(cwd),
+            "session": session,
+            "stdout": f"{base}.out",
+            "stderr": f"{base}.err",
+            "status": f"{base}.status",
+        }
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        pid = int(self.proc.stdout.readline())
+        return Forked(pid, Path(request["stdout"]), Path(request["stderr"]), Path(request["status"]), argv)
+
+
+class Forked:
+    """A forked child seen as ``subprocess.Popen`` shows a process: ``pid``, ``poll``, ``wait``, ``communicate``,
+    ``send_signal``, ``returncode``. The server reaps it and writes its exit code (-N: killed by signal N)."""
+
+    def __init__(self, pid: int, stdout: Path, stderr: Path, status: Path, args: list[str]):
+        self.pid, self.args, self.returncode = pid, args, None
+        self._stdout, self._stderr, self._status = stdout, stderr, status
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._status.exists():
+            self.returncode = int(self._status.read_text())
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self.wait(timeout)
+        return self._stdout.read_text(), self._stderr.read_text()
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # as Popen: never a signal to a pid that may have been reused
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+# -- the server's side -------------------------------------------------------------------------------------------
+
+
+def serve() -> None:
+    """Read one JSON request per line; fork a child for each, answer its pid; reap children and write each
+    one's exit code to its status file. Ends when the test process closes the pipe."""
+    exec(PRELOAD, {})
+    children: dict[int, str] = {}
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.02)
+        _reap(children)
+        if not ready:
+            continue
+        line = sys.stdin.readline()
+        if not line:
+            return
+        request = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(request)  # runs the CLI and exits: never returns here
+        children[pid] = request["status"]
+        print(pid, flush=True)
+
+
+def _reap(children: dict[int, str]) -> None:
+    while children:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            return
+        path = children.pop(pid)
+        Path(path + ".partial").write_text(str(os.waitstatus_to_exitcode(status)))
+        os.rename(path + ".partial", path)
+
+
+def _child(request: dict) -> None:
+    import runpy
+
+    if request["session"]:
+        os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+    os.close(null)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = ["-m", *request["argv"]]
+    # Exceptions, SystemExit and Ctrl-C leave through serve() to the interpreter's own end, as in a fresh process:
+    # threads joined, atexit handlers, the exit code (or the death by SIGINT of an unhandled Ctrl-C).
+    runpy._run_module_as_main("pipeline.cli")
+    sys.exit(0)
