@@ -25,8 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
+# Variables of the test process that change after the server started, and that torch and transformers do not read
+# as they import: pytest's name of the running test, and those that importing a library sets in the process that
+# imports it (torch's inductor its cache folder, Ray its client mode).
+SET_BY_IMPORTS = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "RAY_CLIENT_MODE"}
 PRELOAD = "import torch, transformers; from transformers import WhisperForConditionalGeneration, WhisperProcessor"
 
 
@@ -53,12 +58,27 @@ class Server:
 
     def same_imports(self, env: dict) -> bool:
         """Whether a child with ``env`` would have imported what the server did: the two differ only in variables
-        read after the imports (podscribe's own, and oneDNN's cache sizes, read at its first kernel, which
-        in-process runs of this test process set: pipeline/runtime.py)."""
+        read after the imports (podscribe's own; oneDNN's cache sizes, read at its first kernel, which in-process
+        runs of this test process set: pipeline/runtime.py) or set by libraries as they import (``SET_BY_IMPORTS``).
+        Anything else gets a fresh interpreter and a warning in pytest's summary: a suite that stops forking gets
+        slower, not wrong."""
         from pipeline.runtime import KERNEL_CACHES
 
-        keys = {k for k in set(env) | set(self.env) if not k.startswith("PODSCRIBE_") and k not in KERNEL_CACHES}
-        return all(env.get(k) == self.env.get(k) for k in keys)
+        keys = set(env) | set(self.env)
+        differ = sorted(
+            k
+            for k in keys
+            if env.get(k) != self.env.get(k)
+            and not k.startswith("PODSCRIBE_")
+            and k not in KERNEL_CACHES
+            and k not in SET_BY_IMPORTS
+        )
+        if differ:
+            warnings.warn(
+                f"a fresh interpreter for this start: {', '.join(differ)} differ from the forking server's",
+                stacklevel=3,
+            )
+        return not differ
 
     def start(self, argv: list[str], env: dict, cwd: Path, session: bool) -> Forked:
         self.count += 1
