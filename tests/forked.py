@@ -28,10 +28,28 @@ import time
 import warnings
 from pathlib import Path
 
-# Variables of the test process that change after the server started, and that torch and transformers do not read
-# as they import: pytest's name of the running test, and those that importing a library sets in the process that
-# imports it (torch's inductor its cache folder, Ray its client mode).
-SET_BY_IMPORTS = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "RAY_CLIENT_MODE"}
+# The variables torch, its kernel libraries and transformers read as they import (threads, kernels, devices, the
+# hub's folders, the interpreter's own): a start whose environment differs from the server's in one of these gets a
+# fresh interpreter. Others (podscribe's own, pytest's name of the running test, those libraries set as they
+# import, oneDNN's cache sizes read at its first kernel) are only read later, in the child, which has them.
+READ_AT_IMPORT = (
+    "OMP_",
+    "GOMP_",
+    "KMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "ATEN_",
+    "TORCH",
+    "PYTORCH_",
+    "CUDA_",
+    "NVIDIA_",
+    "TRANSFORMERS_",
+    "HF_",
+    "HUGGINGFACE_",
+    "PYTHON",
+    "LD_",
+    "DNNL_",
+)
 PRELOAD = "import torch, transformers; from transformers import WhisperForConditionalGeneration, WhisperProcessor"
 
 
@@ -57,22 +75,11 @@ class Server:
         atexit.register(shutil.rmtree, self.folder, True)  # its children's output and exit codes
 
     def same_imports(self, env: dict) -> bool:
-        """Whether a child with ``env`` would have imported what the server did: the two differ only in variables
-        read after the imports (podscribe's own; oneDNN's cache sizes, read at its first kernel, which in-process
-        runs of this test process set: pipeline/runtime.py) or set by libraries as they import (``SET_BY_IMPORTS``).
-        Anything else gets a fresh interpreter and a warning in pytest's summary: a suite that stops forking gets
+        """Whether a child with ``env`` would have imported what the server did: no variable of ``READ_AT_IMPORT``
+        differs. Else a fresh interpreter, and a warning in pytest's summary: a suite that stops forking gets
         slower, not wrong."""
-        from pipeline.runtime import KERNEL_CACHES
-
         keys = set(env) | set(self.env)
-        differ = sorted(
-            k
-            for k in keys
-            if env.get(k) != self.env.get(k)
-            and not k.startswith("PODSCRIBE_")
-            and k not in KERNEL_CACHES
-            and k not in SET_BY_IMPORTS
-        )
+        differ = sorted(k for k in keys if env.get(k) != self.env.get(k) and k.startswith(READ_AT_IMPORT))
         if differ:
             warnings.warn(
                 f"a fresh interpreter for this start: {', '.join(differ)} differ from the forking server's",
