@@ -192,8 +192,9 @@ def start(
     allows; else a fresh interpreter."""
     full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), **_job_env(trace, env)}
     argv = _transcribe(out, inputs, extra, args)
-    if os.environ.get("PODSCRIBE_TEST_FRESH") != "1" and _forking().same_imports(full_env):
-        return _forking().start(argv, full_env, REPO, session)
+    server = _forking() if os.environ.get("PODSCRIBE_TEST_FRESH") != "1" else None
+    if server is not None and server.same_imports(full_env):
+        return server.start(argv, full_env, REPO, session)
     return subprocess.Popen(
         [sys.executable, "-m", "pipeline.cli", *argv],
         cwd=REPO,
