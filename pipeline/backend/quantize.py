@@ -64,11 +64,7 @@ class Int8Linear(torch.nn.Module):
     def __init__(self, linear: torch.nn.Linear):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        weight_only = torch.nn.Linear(self.in_features, self.out_features, bias=False)
-        with torch.no_grad():
-            weight_only.weight.copy_(linear.weight.detach().float())
-        quantized = _per_channel_dynamic(weight_only)
-        self._packed = quantized._packed_params._packed_params
+        self._packed = _packed_per_channel(linear.weight.detach().float())
         bias = linear.bias.detach().float().clone() if linear.bias is not None else None
         self.register_buffer("bias", bias, persistent=False)
         ends = torch.zeros(self.in_features)
@@ -137,6 +133,19 @@ def _per_channel_dynamic(linear: torch.nn.Linear) -> torch.nn.Module:
     with _deprecated_api():
         qconfig = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
         return torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), qconfig)[0]
+
+
+def _packed_per_channel(weight: torch.Tensor) -> torch.Tensor:
+    """fbgemm's packed int8 weight, one scale per output channel: the bits ``_per_channel_dynamic`` packs (its
+    observer, its rounding and clamping), without the module it builds around them. A model's load makes one per
+    linear layer; the module's way (a float layer built and randomly initialised, copied, packed three times) was
+    most of a small model's load, paid at every start of a run, a worker or a watched child."""
+    from torch.ao.nn.quantized.modules.utils import _quantize_weight
+
+    with _deprecated_api():
+        observer = torch.ao.quantization.per_channel_dynamic_qconfig.weight()
+        observer(weight)
+        return torch.ops.quantized.linear_prepack(_quantize_weight(weight, observer), None)
 
 
 def _replace_linears(model: torch.nn.Module, make) -> torch.nn.Module:
