@@ -2,8 +2,8 @@
 
 A `python -m pipeline.cli` process spends ~4-6 s of CPU importing torch and transformers before it reads an
 argument, and the kill, signal and worker tests start dozens. Each test process keeps one server here: a Python
-started like the CLI that has imported torch, transformers and Whisper's model classes, has run nothing, and has
-one thread. For each start it forks a child, which runs `python -m pipeline.cli` as the interpreter would
+started like the CLI that has imported what a transcription imports (``PRELOAD``), has run nothing, and has one
+Python thread. For each start it forks a child, which runs `python -m pipeline.cli` as the interpreter would
 (``runpy._run_module_as_main``), with the start's arguments, environment, folder, session and output files.
 
 The child is a process of its own, as a fresh one would be: its pid, signals, locks, children and exit code.
@@ -16,6 +16,7 @@ way: the product's own way of starting them is what those tests test.
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import select
@@ -28,10 +29,10 @@ import time
 import warnings
 from pathlib import Path
 
-# The variables torch, its kernel libraries and transformers read as they import (threads, kernels, devices, the
-# hub's folders, the interpreter's own): a start whose environment differs from the server's in one of these gets a
-# fresh interpreter. Others (podscribe's own, pytest's name of the running test, those libraries set as they
-# import, oneDNN's cache sizes read at its first kernel) are only read later, in the child, which has them.
+# The variables torch, its kernel libraries, transformers, CTranslate2 and onnxruntime read as they import (threads,
+# kernels, devices, the hub's folders, the interpreter's own): a start whose environment differs from the server's in
+# one of these gets a fresh interpreter. Others (podscribe's own, pytest's name of the running test, those libraries
+# set as they import, oneDNN's cache sizes read at its first kernel) are only read later, in the child, which has them.
 READ_AT_IMPORT = (
     "OMP_",
     "GOMP_",
@@ -49,8 +50,19 @@ READ_AT_IMPORT = (
     "PYTHON",
     "LD_",
     "DNNL_",
+    "CT2_",
+    "ORT_",
 )
-PRELOAD = "import torch, transformers; from transformers import WhisperForConditionalGeneration, WhisperProcessor"
+# What every CLI run imports, imported once by the server: torch, transformers and Whisper's classes (most of it),
+# then podscribe's modules of a transcription and the libraries they import as they run (Parquet, its pandas shim,
+# the VAD's). Only imports: nothing here opens a model or reads podscribe's variables. The one thread besides the
+# server's is pyarrow's allocator's (jemalloc's background purger), which jemalloc's own fork handlers turn off in a
+# child (it purges inline there). A module left out is imported by the child, as a fresh process would.
+PRELOAD = (
+    "import torch, transformers; from transformers import WhisperForConditionalGeneration, WhisperProcessor; "
+    "import pipeline.cli.jobs, pipeline.job.run, pipeline.engines, pipeline.decode.transcriber, pipeline.export; "
+    "import pyarrow.dataset, pyarrow.parquet, pandas, faster_whisper.vad"
+)
 
 
 class Server:
@@ -151,6 +163,7 @@ def serve() -> None:
     """Read one JSON request per line; fork a child for each, answer its pid; reap children and write each
     one's exit code to its status file. Ends when the test process closes the pipe."""
     exec(PRELOAD, {})
+    gc.freeze()  # the preloaded objects out of the collector's reach: a child that collects does not copy their pages
     children: dict[int, str] = {}
     while True:
         ready, _, _ = select.select([sys.stdin], [], [], 0.02)
