@@ -31,18 +31,19 @@ from pipeline.models.load import Models, quantized_self_draft
 from pipeline.runtime import pick_runtime
 
 BATCH_SIZES = (1, 2, 3, 4, 8)
-# Real weights at two sizes: a batch that does not divide the rows, the largest (alone, at batch 1:
-# test_equal_to_transformers_assisted_generate_at_batch_1). Every size is the tiny random pairs' (any draft kind,
-# cheap); real weights add realistic agreement, not new batch shapes.
-REAL_SIZES = (3, 8)
+# Real weights at the largest size, every row in one batch (alone, at batch 1:
+# test_equal_to_transformers_assisted_generate_at_batch_1). The other sizes are the tiny random models' (any draft
+# kind, cheap); real weights add realistic agreement, not new batch shapes.
+REAL_SIZES = (8,)
+# test_tiny_random_pairs' smaller size per timestamp mode and seed: over its four runs the main model alone and
+# every draft kind meet 1 (in each mode), 2 and 3; 4 is test_prompt.py's tiny pairs' (with and without a draft),
+# and 3 and 8 meet every draft kind on an int8 main model too.
+SMALLER = {True: (1, 2), False: (3, 1)}
 
 
 def seed_sizes(seed: int, timestamps: bool) -> tuple[int, ...]:
-    """The largest (every row, long and short, in one batch) and one smaller size that changes with the seed and
-    the timestamp mode: over the six runs of test_tiny_random_pairs the main model alone and every draft kind run
-    at every size of BATCH_SIZES, and alone (batch 1) in each timestamp mode."""
-    smaller = BATCH_SIZES[:-1]
-    return (smaller[(seed + (0 if timestamps else 3)) % len(smaller)], 8)
+    """The largest (every row, long and short, in one batch) and the seed's smaller size (``SMALLER``)."""
+    return (SMALLER[timestamps][seed], 8)
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +223,7 @@ def test_features_and_encoder_a_piece_at_a_time_equal_the_batch(compute_type, ba
 
 
 @pytest.mark.identity
-@pytest.mark.parametrize("seed", range(len(BATCH_SIZES) - 2))
+@pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize("timestamps", [True, False])
 def test_tiny_random_pairs(seed, timestamps, base_models, pieces):
     """Random weights babble until the length limit: it is lowered to 60 tokens (both sides see the same
@@ -353,7 +354,7 @@ def test_base_with_seq2seq_assistants(base_models, base_reference):
     (docs/decisions/0003-own-decoder.md); podscribe's loop does not. With timestamps, the first four pieces (the
     2 s and the 30 s among them) in one batch: the main model's own copy (it agrees on nearly every token; drafts
     run with bf16 cross-attention; its encoder runs beside the main one, so a row costs twice) and a small random
-    one (it agrees on next to nothing). Both kinds at every size, with and without timestamps:
+    one (it agrees on next to nothing). Both kinds at the other sizes, with and without timestamps:
     test_tiny_random_pairs."""
     features, reference = base_reference
     other = with_assistant(base_models, tiny_random_models(base_models, 21, d_model=32).main, "tiny-seq2seq")
