@@ -201,6 +201,25 @@ def test_int8_linear_rows_do_not_depend_on_the_rows_beside_them():
     assert not torch.equal(per_tensor(x[0, :1]), per_tensor(x[0])[:1])
 
 
+def test_int8_linear_packs_the_bits_of_torchs_per_channel_dynamic_layer():
+    """Int8Linear packs its weight itself (observer, rounding, clamping: torch's private ``_quantize_weight``),
+    not through the module torch builds: the int8 values, scales and zero points must stay the module's, a zero
+    row and rows of very different magnitudes among them."""
+    from pipeline.backend.quantize import Int8Linear, _per_channel_dynamic
+
+    torch.manual_seed(1)
+    linear = torch.nn.Linear(64, 48)
+    with torch.no_grad():
+        linear.weight.mul_(torch.logspace(-3, 2, 48)[:, None])
+        linear.weight[7] = 0.0
+    ours, _ = torch.ops.quantized.linear_unpack(Int8Linear(linear)._packed)
+    module = _per_channel_dynamic(copy.deepcopy(linear).requires_grad_(False))
+    theirs, _ = torch.ops.quantized.linear_unpack(module._packed_params._packed_params)
+    assert torch.equal(ours.int_repr(), theirs.int_repr())
+    assert torch.equal(ours.q_per_channel_scales(), theirs.q_per_channel_scales())
+    assert torch.equal(ours.q_per_channel_zero_points(), theirs.q_per_channel_zero_points())
+
+
 def test_int8_linear_works_in_and_out_of_inference_mode_in_one_thread():
     """Its scratch buffer is per thread and kept: first made inside ``torch.inference_mode`` (the decoder's
     loops run there), it must still be writable in the same thread outside it."""
