@@ -8,8 +8,8 @@ Python thread. For each start it forks a child, which runs `python -m pipeline.c
 
 The child is a process of its own, as a fresh one would be: its pid, signals, locks, children and exit code.
 What differs is only that those modules were imported before its environment was set; a start whose
-environment differs from the server's in anything but PODSCRIBE_* variables gets a fresh interpreter instead
-(``start`` decides). Processes the CLI spawns itself (workers, watched children, Ray actors) are fresh ones either
+environment differs from the server's in a variable read at import (``READ_AT_IMPORT``) gets a fresh interpreter
+instead (``start`` decides). Processes the CLI spawns itself (workers, watched children, Ray actors) are fresh ones either
 way: the product's own way of starting them is what those tests test.
 """
 

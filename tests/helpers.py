@@ -112,31 +112,14 @@ write_wav = encode
 REPO = Path(__file__).resolve().parents[1]
 
 
-def podscribe(
-    *args: str,
-    cache_dir: Path,
-    cwd: Path = REPO,
-    env: dict | None = None,
-    timeout: float = 600,
-    process: bool = False,
-) -> subprocess.CompletedProcess:
+def podscribe(*args: str, cache_dir: Path, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI, as `python -m pipeline.cli ARGS` gives it: exit code, stdout, stderr (a traceback on a crash).
 
-    In this process by default (click's runner, with the environment, working folder, logging and signal
-    handlers of a fresh process and everything restored after): a CLI run proves the same here, without paying
-    ~4 s of importing torch and transformers per call. ``process=True`` where only a real process proves it
-    (spawned workers, signals, locks held by another process). The job's own machinery is the same either way:
-    one worker runs in the process that started it."""
-    if process:
-        full_env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}
-        return subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", *args],
-            capture_output=True,
-            text=True,
-            env=full_env,
-            cwd=cwd,
-            timeout=timeout,
-        )
+    In this process (click's runner, with the environment, working folder, logging and signal handlers of a fresh
+    process and everything restored after): a CLI run proves the same here, without paying ~4 s of importing torch
+    and transformers per call. Where only a real process proves it (spawned workers, signals, locks held by another
+    process): ``start``. The job's own machinery is the same either way: one worker runs in the process that
+    started it."""
     return _in_process(list(args), {"PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}, cwd)
 
 

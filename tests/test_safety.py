@@ -149,9 +149,7 @@ def test_a_fifo_among_the_inputs_is_a_failed_row_not_a_hang(speech, cache_dir, t
     fifo = tmp_path / "stream.mp3"
     os.mkfifo(fifo)
     out = tmp_path / "job"
-    result = podscribe(
-        "transcribe", *TINY, "--out", str(out), str(fifo), str(speech["jfk"]), cache_dir=cache_dir, timeout=300
-    )
+    result = podscribe("transcribe", *TINY, "--out", str(out), str(fifo), str(speech["jfk"]), cache_dir=cache_dir)
     assert result.returncode == 0 and "done: 1, failed: 1" in result.stdout
     failed = [r for r in files_rows(out).values() if r["status"] == "failed"]
     assert "FIFO" in failed[0]["error"] and failed[0]["path"] == str(fifo)
@@ -369,7 +367,7 @@ def test_bad_arguments_answer_at_once_with_exit_2_and_leave_nothing(speech, cach
         ],
     }
     for name, args in cases.items():
-        result = podscribe(*args, cache_dir=cache_dir, timeout=120)
+        result = podscribe(*args, cache_dir=cache_dir)
         assert result.returncode == EXIT_USAGE, (name, result.stderr)
         assert "Traceback" not in result.stderr, name
         assert not (tmp_path / "j").exists(), f"{name}: a job dir was left behind"

@@ -46,7 +46,7 @@ def test_refused_values_from_the_command_line_or_a_job_file_exit_2_and_create_no
         "an English-only model with --language nl": [*flags, "--language", "nl", str(jfk)],
     }
     for name, args in cases.items():
-        result = podscribe(*args, cache_dir=cache_dir, timeout=300)
+        result = podscribe(*args, cache_dir=cache_dir)
         assert result.returncode == EXIT_USAGE, (name, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr, (name, result.stderr)
         assert not (out / "job.json").exists() and not out.exists(), f"{name}: a job was created"
@@ -78,7 +78,6 @@ def test_a_prompt_longer_than_whisper_keeps_is_trimmed_with_a_warning_and_the_fa
         "2",
         str(jfk),
         cache_dir=cache_dir,
-        timeout=600,
     )
     assert result.returncode == 0 and "done: 1, failed: 0" in result.stdout, result.stdout + result.stderr
     assert "only 223 fit before a piece" in result.stderr, result.stderr
