@@ -326,6 +326,42 @@ def test_auto_compute_type_per_device():
     assert auto.compute_type == auto_compute_type("cpu") and auto.int8 == (auto.compute_type == "int8")
 
 
+def test_models_run_transformers_own_modules_not_hub_kernels(tiny_en_models, runtime, cache_dir, monkeypatch):
+    """transformers kernelizes a model by default (on CUDA Whisper's GELU becomes a kernel fetched from the hub);
+    podscribe loads with kernels off: offline machines cannot fetch them, and identity is measured on torch's
+    modules. Without the `kernels` package the default refused to load any model (the first GPU run)."""
+    from transformers.integrations import hub_kernels
+
+    from pipeline.models.load import load_assistant
+
+    assert tiny_en_models.main.use_kernels is False
+    monkeypatch.setattr(hub_kernels, "is_kernels_available", lambda: False)
+    monkeypatch.setattr("transformers.modeling_utils.is_kernels_available", lambda: False, raising=False)
+    reloaded = load_models("tiny.en", "none", runtime, cache_dir)  # as on a machine without the package
+    assert reloaded.main.use_kernels is False
+
+
+def test_the_default_and_auto_drafts_on_cuda_are_for_large_v3_only():
+    """On CUDA `--assistant default` (and `auto`'s candidate) is distil-large-v3, which shares large-v3's tokenizer
+    and nothing else's: any other main model gets no draft, not a refusal, nor a download that fails offline
+    (the GPU run of `--model tiny.en` stopped there before its first file). On a CPU nothing changes."""
+    import torch
+
+    from pipeline.models.load import AUTO_CANDIDATES, CPU_DEFAULTS, CUDA_DEFAULTS, draft_candidate
+    from pipeline.models.registry import ResolvedModel
+    from pipeline.runtime import Runtime
+
+    cuda, cpu = Runtime(torch.device("cuda"), torch.float16), Runtime(torch.device("cpu"), torch.float32)
+    default = {"cuda": CUDA_DEFAULTS[1], "cpu": CPU_DEFAULTS[1]}
+    for name in ("openai/whisper-large-v3", "large-v3", "large"):
+        main = ResolvedModel(name, name, name)
+        assert draft_candidate(main, cuda, default) == draft_candidate(main, cuda, AUTO_CANDIDATES) == CUDA_DEFAULTS[1]
+    for name in ("tiny.en", "base", "openai/whisper-large-v2", "/models/my-whisper"):
+        main = ResolvedModel(name, name, name)
+        assert draft_candidate(main, cuda, default) is None and draft_candidate(main, cuda, AUTO_CANDIDATES) is None
+        assert draft_candidate(main, cpu, default) is None and draft_candidate(main, cpu, AUTO_CANDIDATES) == "self-int8"
+
+
 def test_a_onednn_cap_below_amx_makes_auto_pick_what_a_cpu_without_amx_picks(monkeypatch):
     """`scripts/isa.sh avx2|avx512` runs an AMX machine as one without AMX: `auto` must then choose int8, as it
     does there (bfloat16 without matrix units is emulated, the slowest type)."""

@@ -21,7 +21,7 @@ from ..backend.quantize import quantize
 from ..distill.model import apply_draft_vocab, check_draft_fits
 from ..runtime import Runtime
 from ..whisper import Tokens
-from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, draft_for, resolve
+from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, draft_for, hub_id, resolve
 
 AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
@@ -61,13 +61,32 @@ def default_names(runtime: Runtime) -> tuple[str, str | None]:
     return CUDA_DEFAULTS if runtime.is_cuda else CPU_DEFAULTS
 
 
+def draft_candidate(main: ResolvedModel, runtime: Runtime, table: dict[str, str | None]) -> str | None:
+    """The draft a device's table names (``--assistant default`` or ``auto``), where it fits this main model.
+
+    On CUDA that draft is distil-large-v3: distilled from large-v3, it shares large-v3's tokenizer and
+    encoder, so it drafts for large-v3 alone. For any other main model (``--model tiny.en`` on a GPU) it would
+    be refused for its vocabulary, or, offline, could not even be fetched: the run ended before its first file.
+    There the default is no draft. The CPU's self-int8 draft is made from the main model itself: it fits any.
+    """
+    draft = table["cuda" if runtime.is_cuda else "cpu"]
+    if draft is None or draft == SELF_INT8 or not runtime.is_cuda:
+        return draft
+    return draft if hub_id(main.name) == CUDA_DEFAULTS[0] else None
+
+
 def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
+    """``use_kernels=False``: transformers (5.2x) swaps layers such as Whisper's GELU for kernels fetched from the
+    hub on CUDA unless told not to. podscribe runs transformers' own torch modules: an offline GPU machine cannot
+    fetch a kernel, the swap changes the arithmetic every identity claim is measured on, and without the
+    ``kernels`` package installed the default refused to load any model at all (the first GPU run)."""
     try:
         model = cls.from_pretrained(
             ref.location,
             dtype=runtime.dtype,
             attn_implementation=runtime.attn_implementation,
             low_cpu_mem_usage=True,
+            use_kernels=False,
             **kwargs,
         )
     except OSError as exc:  # hub unreachable, unknown id, missing files
@@ -173,16 +192,17 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
 
     With the ``int8`` compute types the main model and a loaded assistant get int8 linear layers (drafts follow
     the main model's compute type); ``self-int8`` is made from the float weights first, as it always was."""
-    default_main, default_assistant = default_names(runtime)
+    default_main, _ = default_names(runtime)
     main_ref = resolve(model or default_main, cache_dir)
     processor = _processor(main_ref)
     main = _from_pretrained(WhisperForConditionalGeneration, main_ref, runtime)
     if assistant == "default":
-        assistant = default_assistant
+        assistant = draft_candidate(main_ref, runtime, {"cuda": CUDA_DEFAULTS[1], "cpu": CPU_DEFAULTS[1]})
     draft, auto = None, assistant == AUTO
     if auto:  # a candidate; the job measures whether drafting with it pays (decode/auto.py)
         # a draft distilled for these very weights first (podscribe distill), else the device's default
-        assistant = draft_for(main_ref, cache_dir) or AUTO_CANDIDATES["cuda" if runtime.is_cuda else "cpu"]
+        assistant = draft_for(main_ref, cache_dir) or draft_candidate(main_ref, runtime, AUTO_CANDIDATES)
+        auto = assistant is not None  # no draft fits: plain decoding, nothing to measure
     if assistant in (None, "none", ""):
         assistant = None
     else:
