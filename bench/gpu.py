@@ -233,12 +233,17 @@ def throughput(main, draft, features, device, new_tokens: int = NEW_TOKENS) -> d
     return out
 
 
+SECTIONS = ("costs", "throughput", "identity", "int8")  # in this order: the table first
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tiny", action="store_true", help="tiny shapes: a smoke test of every step")
-    parser.add_argument("--pieces", type=int, default=32)
-    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--pieces", type=int, default=16)
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"any of {','.join(SECTIONS)}")
+    parser.add_argument("--budget-s", type=float, default=0, help="start no section after this many seconds (0: none)")
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here (after each section)")
     args = parser.parse_args()
     device = torch.device(args.device)
     shape = TINY if args.tiny else LARGE_V3
@@ -253,22 +258,37 @@ def main() -> None:
     main_model, draft = build(shape, 2, device, half)
     g = torch.Generator(device=device).manual_seed(0)
     features = torch.randn(pieces, shape["mels"], WINDOW_MEL_FRAMES, generator=g, device=device).to(half)
-    report["step_costs"] = step_costs(main_model, draft, features[:8], device)
-    report["speculation_gain"] = gains(report["step_costs"])
-    print(json.dumps({"step_costs": report["step_costs"], "speculation_gain": report["speculation_gain"]}, indent=1))
-    report["throughput"] = throughput(main_model, draft, features, device, new_tokens)
-    print(json.dumps({"throughput": report["throughput"]}, indent=1), flush=True)
-    report["int8_float16"] = int8_costs(main_model, features[:8], device, half)
-    print(json.dumps({"int8_float16": report["int8_float16"]}, indent=1), flush=True)
-    report["identity"] = {}
-    for dtype in (half, torch.bfloat16 if half == torch.float16 else torch.float32):
-        report["identity"][str(dtype)] = identity(main_model, features[:16].float(), device, dtype, new_tokens)
-        print(json.dumps({str(dtype): report["identity"][str(dtype)]}), flush=True)
-    report["wall_s"] = round(time.perf_counter() - t0, 1)
+    report["build_s"] = round(time.perf_counter() - t0, 1)
+
+    def save() -> None:
+        report["wall_s"] = round(time.perf_counter() - t0, 1)
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(report, indent=1, default=str))
+
+    wanted = [s for s in SECTIONS if s in args.sections.split(",")]
+    for section in wanted:
+        if args.budget_s and time.perf_counter() - t0 > args.budget_s:
+            report.setdefault("skipped", []).append(section)
+            print(f"{section}: skipped, past the {args.budget_s:.0f} s budget", flush=True)
+            continue
+        start = time.perf_counter()
+        if section == "costs":
+            report["step_costs"] = step_costs(main_model, draft, features[:8], device)
+            report["speculation_gain"] = gains(report["step_costs"])
+            shown = {k: report[k] for k in ("step_costs", "speculation_gain")}
+        elif section == "throughput":
+            report["throughput"] = shown = throughput(main_model, draft, features, device, new_tokens)
+        elif section == "identity":
+            report["identity"] = shown = {}
+            for dtype in (half, torch.bfloat16 if half == torch.float16 else torch.float32):
+                shown[str(dtype)] = identity(main_model, features[:8].float(), device, dtype, new_tokens)
+            main_model = main_model.to(half)
+        else:
+            report["int8_float16"] = shown = int8_costs(main_model, features[:8], device, half)
+        print(json.dumps({section: shown, "section_s": round(time.perf_counter() - start, 1)}, indent=1), flush=True)
+        save()
     print(f"done in {report['wall_s']} s", flush=True)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=1, default=str))
 
 
 if __name__ == "__main__":
