@@ -51,14 +51,14 @@ part() {  # part NAME SECONDS COMMAND...: one part, its exit code and time in th
 }
 
 if [ -n "${GPU_SMOKE:-}" ]; then
-  tiny=--tiny dtypes=--dtypes=float32
+  tiny=--tiny dtypes=--dtypes=float32 few=--max-clips=2
 else
-  tiny="--budget-s 150" dtypes=
+  tiny="--budget-s 150" dtypes= few=
 fi
 model="$work/tiny.en"
 part unpack 60 $PY -m bench.gpu_pack --unpack .device/tiny.en-int8 "$model"
-part real-identity 100 $PY -m bench.gpu_real identity --model "$model" --clips .device/clips $dtypes --out "$out/real_identity.json"
-part pipeline 130 $PY -m bench.gpu_real pipeline --model "$model" --clips .device/clips --work "$work/jobs" --out "$out/pipeline.json"
+part real-identity 100 $PY -m bench.gpu_real identity --model "$model" --clips .device/clips $dtypes $few --out "$out/real_identity.json"
+part pipeline 130 $PY -m bench.gpu_real pipeline --model "$model" --clips .device/clips $few --work "$work/jobs" --out "$out/pipeline.json"
 part shapes 180 $PY -m bench.gpu $tiny --out "$out/gpu.json"
 [ -z "${GPU_SMOKE:-}" ] && part large-v3-shaped 75 $PY -m bench.gpu_real large-v3-shaped --model "$model" --clips .device/clips --work "$work/large" --out "$out/large_v3_shaped.json"
 echo "== all parts ended after $SECONDS s"

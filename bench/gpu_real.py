@@ -60,8 +60,12 @@ def distil_shaped(main, keep: tuple[int, ...] = (0, -1)):
     return draft
 
 
+MAX_CLIPS = {"n": 0}  # --max-clips (a smoke run on a CPU): 0 for all
+
+
 def read_clips(folder: Path) -> tuple[list[Path], list[str]]:
     refs = [json.loads(line) for line in (folder / "references.jsonl").read_text().splitlines() if line.strip()]
+    refs = refs[: MAX_CLIPS["n"]] if MAX_CLIPS["n"] else refs
     return [folder / r["audio"] for r in refs], [r["text"] for r in refs]
 
 
@@ -165,6 +169,7 @@ def pipeline_run(model_dir: str, clips: Path, work: Path) -> dict:
     draft = save_draft(model_dir, work / "draft", "cpu")
     paths, _ = read_clips(clips)
     episode = next((p for p in clips.iterdir() if p.stem == "dev03_jazz" and p.suffix != ".json"), None)
+    episode = None if MAX_CLIPS["n"] else episode
     inputs = [str(p) for p in paths] + ([str(episode)] if episode else [])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])))
     report: dict = {"inputs": len(inputs)}
@@ -255,8 +260,10 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtypes", default=None, help="compute types for identity (default: float16,bfloat16,float32 on CUDA)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/podscribe-gpu-real"))
+    parser.add_argument("--max-clips", type=int, default=0, help="the first N clips, no episode (a smoke run)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    MAX_CLIPS["n"] = args.max_clips
     import transformers
 
     transformers.logging.set_verbosity_error()
