@@ -481,3 +481,22 @@ def test_jobs_record_speculative_stats_and_the_auto_choice(base_models, base_sel
     assert len(modes) == 1 and "(auto: plain@" in modes.pop() and {f["assistant"] for f in files} == {"auto:self-int8"}
     speculative = "speculative" in files[0]["decode_mode"].split(" (auto")[0]
     assert all((p["drafted"] > 0) == speculative for p in pieces)
+
+
+def test_a_drafts_fused_projection_is_made_where_its_weights_are():
+    """The draft's fused query/key/value layer lives on its layers' device: Whisper's key projection has no bias,
+    and the zeros standing in for it were made on the CPU, so on CUDA every draft stopped before its first step
+    (the first GPU run). The meta device stands in for a GPU here: a tensor made on the CPU cannot meet it."""
+    from transformers import WhisperConfig, WhisperForCausalLM
+
+    from pipeline.decode.kv_cache import fused_qkv
+
+    config = WhisperConfig(
+        d_model=64, decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=128, vocab_size=100, pad_token_id=0
+    )
+    config.is_encoder_decoder = False
+    attn = WhisperForCausalLM(config).to("meta").model.decoder.layers[0].self_attn
+    assert attn.k_proj.bias is None
+    fused = fused_qkv(attn)
+    assert fused.weight.device.type == fused.bias.device.type == "meta"
+    assert fused.weight.shape == (3 * 64, 64)

@@ -44,8 +44,9 @@ def fused_qkv(attn: torch.nn.Module) -> torch.nn.Module:
     for linear, scale in parts:
         w, b = dequantized(linear)
         weights.append(w * scale)
-        biases.append((b if b is not None else torch.zeros(w.shape[0])) * scale)
-    fused = torch.nn.Linear(weights[0].shape[1], 3 * weights[0].shape[0])
+        biases.append((b if b is not None else torch.zeros(w.shape[0], device=w.device)) * scale)
+    # made where the weights are: on CUDA a zero bias on the CPU stopped every draft (the first GPU run)
+    fused = torch.nn.Linear(weights[0].shape[1], 3 * weights[0].shape[0], device=weights[0].device)
     with torch.no_grad():
         fused.weight.copy_(torch.cat(weights))
         fused.bias.copy_(torch.cat(biases))
