@@ -111,7 +111,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="pack tiny.en and the clips into this folder")
     parser.add_argument("--clips", type=int, default=16)
-    parser.add_argument("--unpack", nargs=2, type=Path, metavar=("PACKED", "DIR"), help="a Transformers dir from a pack")
+    parser.add_argument(
+        "--unpack", nargs=2, type=Path, metavar=("PACKED", "DIR"), help="a Transformers dir from a pack"
+    )
     args = parser.parse_args()
     if args.unpack:
         print(unpack_model(*args.unpack))

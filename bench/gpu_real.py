@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import os
 import subprocess
@@ -74,12 +75,22 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
+def _record(rows: dict, tok, refs: list[str], label: str, tokens: list, wall: float, stats=None) -> None:
+    from pipeline.metrics import wer
+
+    texts = [tok.decode(t, skip_special_tokens=True).strip() for t in tokens]
+    rows[label] = {"tokens": tokens, "wall_s": round(wall, 3), "wer": round(wer(refs, texts), 4)}
+    if stats is not None:
+        drafted, accepted = sum(s.drafted for s in stats), sum(s.accepted for s in stats)
+        rows[label]["acceptance"] = round(accepted / max(1, drafted), 3)
+        rows[label]["main_calls"] = sum(s.main_calls for s in stats)
+
+
 @torch.inference_mode()
 def identity(model_dir: str, clips: Path, device: str, dtypes: list[str]) -> dict:
     from pipeline import audio
     from pipeline.decode.generate import Generator, encode, log_mel
     from pipeline.decode.hf_generate import hf_generate
-    from pipeline.metrics import wer
     from pipeline.models.load import Models, load_models
     from pipeline.runtime import pick_runtime
 
@@ -95,17 +106,12 @@ def identity(model_dir: str, clips: Path, device: str, dtypes: list[str]) -> dic
         features = log_mel(plain.processor.feature_extractor, pieces, runtime.device, runtime.dtype)
         encoded = encode(plain.main, features)
         rows: dict[str, dict] = {}
-
-        def record(label, tokens, wall, stats=None):
-            texts = [tok.decode(t, skip_special_tokens=True).strip() for t in tokens]
-            rows[label] = {"tokens": tokens, "wall_s": round(wall, 3), "wer": round(wer(refs, texts), 4)}
-            if stats is not None:
-                drafted, accepted = sum(s.drafted for s in stats), sum(s.accepted for s in stats)
-                rows[label]["acceptance"] = round(accepted / max(1, drafted), 3)
-                rows[label]["main_calls"] = sum(s.main_calls for s in stats)
-
+        record = functools.partial(_record, rows, tok, refs)
         start = time.perf_counter()
-        hf = [hf_generate(plain.main, features[i : i + 1], ["en"], True, None, encoded[i : i + 1])[0][0] for i in range(len(pieces))]
+        hf = [
+            hf_generate(plain.main, features[i : i + 1], ["en"], True, None, encoded[i : i + 1])[0][0]
+            for i in range(len(pieces))
+        ]
         sync(device)
         record("transformers generate, alone, 1", hf, time.perf_counter() - start)
         for speculative in (False, True):
@@ -200,11 +206,15 @@ def pipeline_run(model_dir: str, clips: Path, work: Path) -> dict:
         }
         if episode:
             frow = next(f for f in tables["files"] if Path(f["path"]).name == episode.name)
-            segs = sorted((s for s in tables["segments"] if s["file_id"] == frow["file_id"]), key=lambda s: s["segment"])
+            segs = sorted(
+                (s for s in tables["segments"] if s["file_id"] == frow["file_id"]), key=lambda s: s["segment"]
+            )
             rows = [{"audio": episode.name, "start": s["start_s"], "end": s["end_s"], "text": s["text"]} for s in segs]
             scored = score(load_scorer(clips), clips, {"episodes": {"dev03_jazz": {"rows": rows}}})
             entry["episode"] = {"wall_s": frow["wall_s"], "duration_s": frow["duration_s"], "score": scored["overall"]}
-        entry["_segments"] = [(s["path"], s["segment"], s["start_s"], s["end_s"], s["text"]) for s in tables["segments"]]
+        entry["_segments"] = [
+            (s["path"], s["segment"], s["start_s"], s["end_s"], s["text"]) for s in tables["segments"]
+        ]
         print(json.dumps({label: {k: v for k, v in entry.items() if not k.startswith("_")}}, indent=1, default=str))
     a, b = report["defaults"].pop("_segments", None), report["with draft"].pop("_segments", None)
     if a is not None and b is not None:
@@ -215,8 +225,16 @@ def pipeline_run(model_dir: str, clips: Path, work: Path) -> dict:
     return report
 
 
-LARGE_V3 = {"d_model": 1280, "encoder_layers": 32, "decoder_layers": 32, "encoder_attention_heads": 20,
-            "decoder_attention_heads": 20, "encoder_ffn_dim": 5120, "decoder_ffn_dim": 5120, "num_mel_bins": 128}
+LARGE_V3 = {
+    "d_model": 1280,
+    "encoder_layers": 32,
+    "decoder_layers": 32,
+    "encoder_attention_heads": 20,
+    "decoder_attention_heads": 20,
+    "encoder_ffn_dim": 5120,
+    "decoder_ffn_dim": 5120,
+    "num_mel_bins": 128,
+}
 
 
 def large_v3_shaped(model_dir: str, clips: Path, work: Path) -> dict:
@@ -232,7 +250,9 @@ def large_v3_shaped(model_dir: str, clips: Path, work: Path) -> dict:
     torch.manual_seed(0)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = WhisperForConditionalGeneration(config).half()
-    model.generation_config = WhisperForConditionalGeneration.from_pretrained(model_dir, use_kernels=False).generation_config
+    model.generation_config = WhisperForConditionalGeneration.from_pretrained(
+        model_dir, use_kernels=False
+    ).generation_config
     model.save_pretrained(folder)
     WhisperTokenizer.from_pretrained(model_dir).save_pretrained(folder)
     WhisperFeatureExtractor(feature_size=128).save_pretrained(folder)
@@ -260,7 +280,9 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="a Transformers Whisper dir (bench.gpu_pack --unpack)")
     parser.add_argument("--clips", type=Path, required=True, help="bench.gpu_pack's clips folder")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtypes", default=None, help="compute types for identity (default: float16,bfloat16,float32 on CUDA)")
+    parser.add_argument(
+        "--dtypes", default=None, help="compute types for identity (default: float16,bfloat16,float32 on CUDA)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/podscribe-gpu-real"))
     parser.add_argument("--max-clips", type=int, default=0, help="the first N clips, no episode (a smoke run)")
     parser.add_argument("--out", type=Path)

@@ -134,7 +134,7 @@ OPTIONS = (
     Option("assistant", ("--assistant",), f"Draft model for speculative decoding: a model like --model, '{SELF_INT8}' "
            "(the main model's own int8 decoder), 'auto' (measure on the first pieces whether drafting beats plain "
            "batched decoding, keep the faster; the same tokens either way), or 'none'. 'default': distil-large-v3 "
-           "on CUDA, none on CPU.", MODEL, owner="job.assistant", shown=True, speed_only=True,
+           "on CUDA for large-v3, otherwise none.", MODEL, owner="job.assistant", shown=True, speed_only=True,
            recorded_as="models.assistant"),
     Option("device", ("--device",), "auto, cpu, cuda or cuda:N.", MODEL, owner="job.device", shown=True),
     Option("compute_type", ("--compute-type", "--dtype"), "Precision of weights and arithmetic. int8 (CPU): int8 "

@@ -332,8 +332,6 @@ def test_models_run_transformers_own_modules_not_hub_kernels(tiny_en_models, run
     modules. Without the `kernels` package the default refused to load any model (the first GPU run)."""
     from transformers.integrations import hub_kernels
 
-    from pipeline.models.load import load_assistant
-
     assert tiny_en_models.main.use_kernels is False
     monkeypatch.setattr(hub_kernels, "is_kernels_available", lambda: False)
     monkeypatch.setattr("transformers.modeling_utils.is_kernels_available", lambda: False, raising=False)
@@ -359,7 +357,9 @@ def test_the_default_and_auto_drafts_on_cuda_are_for_large_v3_only():
     for name in ("tiny.en", "base", "openai/whisper-large-v2", "/models/my-whisper"):
         main = ResolvedModel(name, name, name)
         assert draft_candidate(main, cuda, default) is None and draft_candidate(main, cuda, AUTO_CANDIDATES) is None
-        assert draft_candidate(main, cpu, default) is None and draft_candidate(main, cpu, AUTO_CANDIDATES) == "self-int8"
+        assert (
+            draft_candidate(main, cpu, default) is None and draft_candidate(main, cpu, AUTO_CANDIDATES) == "self-int8"
+        )
 
 
 def test_a_onednn_cap_below_amx_makes_auto_pick_what_a_cpu_without_amx_picks(monkeypatch):
