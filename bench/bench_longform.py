@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +46,19 @@ FW_DEFAULT_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
 # -- podscribe -----------------------------------------------------------------------
+
+
+def run_child(args, names: list[str], longform: Path, tmp: Path, env: dict[str, str]) -> dict:
+    """podscribe's default configuration run by this script in a child process with ``env`` added (what a
+    process reads only as it starts: libgomp's spin count); its results as the default run's."""
+    out = tmp / "child.json"
+    command = [sys.executable, "-m", "bench.bench_longform", "--skip-fw", "--longform", str(longform)]
+    command += ["--episodes", ",".join(names), "--out", str(out)]
+    command += ["--language", args.language] if args.language else []
+    subprocess.run(command, env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL)
+    result = json.loads(out.read_text())["configurations"]["podscribe base"]
+    result.pop("scores")
+    return {**result, "env": env}
 
 
 def run_podscribe(
@@ -240,6 +254,18 @@ def main() -> None:
         default=None,
         help="keep podscribe's job dir (manifests) here; default: a temp dir, removed",
     )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="keep N other processes busy-looping on the CPUs during every run (a machine that is not idle)",
+    )
+    parser.add_argument(
+        "--libgomp-spin",
+        action="store_true",
+        help="also run podscribe (in a child process) with libgomp's own spin count, 300,000 turns, as before "
+        "podscribe set GOMP_SPINCOUNT (pipeline/runtime.py, OPENMP_WAIT)",
+    )
     parser.add_argument("--out", type=Path, help="write all results (scores, per-sentence details, hypotheses) as JSON")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -262,6 +288,9 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="podscribe-longform-"))
     results: dict[str, dict] = {}
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    if busy:
+        print(f"{len(busy)} busy-looping processes beside every run", flush=True)
     try:
         if not args.skip_podscribe:
             job_dir = args.job_dir or tmp / "job"
@@ -282,6 +311,11 @@ def main() -> None:
                 print(f"podscribe base, {variant} ...", flush=True)
                 results["podscribe cut"] = run_podscribe(files, tmp / "job-cut", args.language, cut=variant)
                 results["podscribe cut"]["load_avg_after"] = os.getloadavg()
+            if args.libgomp_spin:
+                label = "podscribe base, libgomp spin"
+                print(f"{label} (a child process) ...", flush=True)
+                results[label] = run_child(args, names, longform, tmp, {"GOMP_SPINCOUNT": "300000"})
+                results[label]["load_avg_after"] = os.getloadavg()
             if args.first_pass:
                 print("podscribe base, first pass only ...", flush=True)
                 results["podscribe 1st pass"] = run_podscribe(files, tmp / "job-first-pass", args.language, False)
@@ -303,6 +337,9 @@ def main() -> None:
                 results[label] = run_faster_whisper(model, files, temperature, args.language, beams)
                 results[label]["load_avg_after"] = os.getloadavg()
     finally:
+        for process in busy:
+            process.kill()
+            process.wait()
         if args.job_dir is None:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -325,6 +362,7 @@ def main() -> None:
             "episodes": names,
             "audio_s": audio_s,
             "cpu_threads": os.cpu_count(),
+            "busy_processes": args.busy,
             "configurations": {label: {"scores": scores[label], **results[label]} for label in results},
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)

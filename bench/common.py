@@ -182,3 +182,35 @@ def score(scorer, longform: Path, result: dict) -> dict:
         e["timestamps"].pop("_start_errors", None)
         e["timestamps"].pop("_end_errors", None)
     return {"overall": overall, "episodes": {a.split(".", 1)[0]: e for a, e in per.items()}, "details": details}
+
+
+# -- job dirs written directly (the archive benchmark and the search/site tests) ------------------------------
+
+
+def write_job(root: Path, episodes: list[dict], pending: list[str] = (), outputs: dict | None = None) -> Path:
+    """A job dir as podscribe writes one, from rows given here instead of decoded: for each episode a files row
+    (``file_id``, ``path``, ``status`` and any other column of the files table; counts filled in from its segments)
+    and ``segments`` (rows of the segments table, any column left out is null); ``pending``: inputs listed in
+    job.json without a row; ``outputs``: job.json's record of the files the job writes. Tables are written with
+    ``manifest.write_table`` (page CRCs), job.json with ``JobDir.write_job``."""
+    from pipeline.manifest import JobDir, write_table
+    from pipeline.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+
+    job = JobDir(root)
+    root.mkdir(parents=True, exist_ok=True)
+    inputs = []
+    for ep in episodes:
+        row = {k: v for k, v in ep.items() if k != "segments"}
+        segments = [{"file_id": row["file_id"], "path": row["path"], "flags": [], **s} for s in ep.get("segments", [])]
+        row.setdefault("paths", [row["path"]])
+        row.setdefault("n_segments", len(segments))
+        row.setdefault("n_flagged", sum(1 for s in segments if s["flags"]))
+        row.setdefault("n_words", sum(len(s.get("words") or []) for s in segments))
+        speakers = {s.get("speaker") for s in segments} - {None}
+        row.setdefault("n_speakers", len(speakers) if speakers else None)
+        if segments:
+            write_table(job.table_path("segments", row["file_id"]), segments, SEGMENTS_SCHEMA)
+        write_table(job.table_path("files", row["file_id"]), [row], FILES_SCHEMA)
+        inputs += row["paths"]
+    job.write_job({"models": {"main": "synthetic"}}, inputs + list(pending), outputs)
+    return root

@@ -98,6 +98,22 @@ def _malloc_trim():
         return None
 
 
+# OpenMP's idle threads (torch's libgomp) spin 300,000 turns waiting for the next parallel region before they
+# sleep. A decoder step is dozens of small ops with Python between them, so a 2-thread step spun through every gap;
+# beside other busy processes those spins took the cores the working thread needed: base's decoding of eight clips
+# took 57 s beside two busy-looping processes, 2.1 s on an idle machine. At 1,000 turns it is 2.1 s idle and 4.0 s
+# beside them; the encoder 27 s -> 10 s (0 turns, OMP_WAIT_POLICY=PASSIVE: 7 % slower idle; one decoder thread:
+# 55 % slower idle). Decision 0041. libgomp reads it once, as torch loads: ``pipeline/__init__`` sets it first.
+OPENMP_WAIT = {"GOMP_SPINCOUNT": "1000"}
+
+
+def short_openmp_spins() -> None:
+    """``OPENMP_WAIT`` into the environment, unless the user chose a wait policy or a spin count (then theirs
+    stands). Effective only before torch is imported in this process (and in every process started from it)."""
+    if not any(name in os.environ for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")):
+        os.environ.update(OPENMP_WAIT)
+
+
 # oneDNN's caches of compiled kernels, keyed by shape, at their default 1,024 entries each kept growing through an
 # hour of audio in bfloat16 (the decoder meets new shapes: rows x positions). 128 primitives hold what the batches
 # cycle through at no cost in speed; ideep's own cache of 1 leaves reuse to oneDNN's (0 crashes ideep). The

@@ -5,10 +5,12 @@ for resumed jobs (SPEED_ONLY, ADDED, whisper-mode job names) stays what job dirs
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from pipeline.options import ADDED, INTERNAL, OPTIONS, OWNERS, SPEED_ONLY, owner_class, reference
@@ -75,15 +77,39 @@ def test_what_resumed_job_dirs_depend_on_is_unchanged():
     }
     assert LABELS == "diarize" and all(o.owner.startswith(LABELS + ".") for o in OPTIONS if o.changes_labels)
     assert jobfile.KEYS["speaker_names"] == (list, dict) and jobfile.KEYS["languages"] is list
-    assert jobfile.KEYS["cache_dir"] is str and "quiet" not in jobfile.KEYS and len(jobfile.KEYS) == 46
-    # whisper mode (transcribe without --out) keys its job dir by what decides the transcript
-    assert whisper_job_name(merge_settings({})) == "default-auto-36b0c099"
+    assert jobfile.KEYS["cache_dir"] is str and "quiet" not in jobfile.KEYS and len(jobfile.KEYS) == 47
+
+    # whisper mode (transcribe without --out) keyed its job dir by what decides the transcript as it was spelled;
+    # a folder of that name is still found (cli.jobs.whisper_job_dir)
+    def spelled(flags: dict) -> str:
+        return whisper_job_name(merge_settings(flags), resolved=False)
+
+    assert spelled({}) == "default-auto-36b0c099"
     german = {"model": "base", "language": "German", "diarize": True, "num_speakers": 2, "batch_size": 8}
-    assert whisper_job_name(merge_settings(german)) == "base-de-e945c8fc"
+    assert spelled(german) == "base-de-e945c8fc"
     flags = {"model": "tiny.en", "hotwords": "x", "coverage": False, "min_piece": 20.0, "word_timestamps": True}
-    assert whisper_job_name(merge_settings(flags)) == "tiny.en-auto-2b6a0e3a"
+    assert spelled(flags) == "tiny.en-auto-2b6a0e3a"
     speed = {"subtitles": "srt", "languages": "en,nl", "compute_type": "int8", "threads": 2, "assistant": "none"}
-    assert whisper_job_name(merge_settings(speed)) == "default-auto-19592656"
+    assert spelled(speed) == "default-auto-19592656"
+
+
+def test_whisper_mode_keys_its_job_by_the_configuration_as_resolved_not_as_spelled():
+    """`-f all -o subs/` and the same with `--model base` made two jobs of one configuration (the default model,
+    `auto`, whisper's short names are resolved first)."""
+    from pipeline.cli.settings import merge_settings, whisper_job_name
+    from pipeline.runtime import auto_compute_type
+
+    def name(**flags) -> str:
+        return whisper_job_name(merge_settings({"device": "cpu", **flags}))
+
+    assert (
+        name()
+        == name(model="base")
+        == name(compute_type=auto_compute_type("cpu"))
+        == name(model="base", language="auto")
+    )
+    assert name(model="large") == name(model="large-v3") != name()
+    assert name().startswith("base-auto-") and name(language="nl") != name() != name(compute_type="float32")
 
 
 def test_the_option_table_job_files_and_checks_load_neither_torch_nor_transformers():
@@ -93,3 +119,27 @@ def test_the_option_table_job_files_and_checks_load_neither_torch_nor_transforme
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "torch_reads"),
+    [
+        ({}, {"GOMP_SPINCOUNT": "1000"}),  # podscribe's: runtime.OPENMP_WAIT
+        ({"GOMP_SPINCOUNT": "50"}, {"GOMP_SPINCOUNT": "50"}),  # the user's stands
+        ({"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": None}),  # a policy chosen: no count put beside it
+    ],
+)
+def test_openmps_spin_count_is_in_the_environment_before_torch_loads_and_a_users_stands(given, torch_reads):
+    """libgomp reads GOMP_SPINCOUNT once, when torch loads: importing the package (as the console script, the
+    worker processes and ``-m pipeline.cli`` do) sets it before anything imports torch (decision 0041)."""
+    probe = (
+        "import os, sys, pipeline.cli; "
+        "assert 'torch' not in sys.modules, 'torch loaded before the spin count was set'; "
+        "import torch; print(os.environ.get('GOMP_SPINCOUNT'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, env={**env, **given}
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(torch_reads["GOMP_SPINCOUNT"])
