@@ -2,6 +2,11 @@
 
 Memory stays bounded: the decoder reads ffmpeg's output in blocks and holds at
 most one maximum-length piece plus one block, however long the file is.
+
+The mono mix is ffmpeg's own (``-ac 1``, bit for bit), but ffmpeg also hands over the two stereo channels:
+a file wired out of phase (one channel's polarity inverted) cancels in that mix and would decode to near
+silence, a transcript of nothing and no word why. Where the mix is far quieter than the channels' difference,
+that difference is the audio, and the file's row says so.
 """
 
 from __future__ import annotations
@@ -15,6 +20,28 @@ import ffmpeg
 import numpy as np
 
 from .whisper import SAMPLE_RATE
+
+# What a folder given as input is searched for (and what `podscribe site` calls audio when a folder is no job).
+AUDIO_EXTENSIONS = {
+    ".mp3",
+    ".m4a",
+    ".m4b",
+    ".aac",
+    ".opus",
+    ".ogg",
+    ".oga",
+    ".flac",
+    ".wav",
+    ".mp4",
+    ".m4v",
+    ".mkv",
+    ".mka",
+    ".webm",
+    ".mov",
+    ".wma",
+    ".aif",
+    ".aiff",
+}
 
 ENERGY_FRAME = SAMPLE_RATE // 50  # samples per 20 ms energy frame (silence search)
 
@@ -86,7 +113,7 @@ def probe(path: Path) -> AudioInfo:
     try:
         info = ffmpeg.probe(ffmpeg_name(path))
     except ffmpeg.Error as exc:
-        raise AudioError(f"not a readable audio/video file: {_last_line(exc.stderr)}") from exc
+        raise AudioError(_not_audio(path, exc.stderr)) from exc
     audio = [s for s in info.get("streams", []) if s.get("codec_type") == "audio"]
     if not audio:
         raise AudioError("file has no audio stream")
@@ -175,9 +202,58 @@ def _mpeg_last_frame_cut(path: Path, duration_s: float) -> bool:
     return max(body) - min(body) <= 1 and sizes[-1] < min(body) - 1
 
 
+def _not_audio(path: Path, stderr: bytes | None) -> str:
+    """What to say about a file ffprobe cannot open: what it is where its first bytes tell (a text file or a
+    web page saved under an audio name, a common failed download), else ffmpeg's reason without the path it
+    repeats ("file:/x/ep.mp3: Invalid argument" says nothing about the file)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        head = b""
+    what = _text_kind(head)
+    reason = _last_line(stderr)
+    for prefix in (ffmpeg_name(path) + ":", str(path) + ":"):
+        reason = reason.removeprefix(prefix).strip()
+    if what:
+        return (
+            f"not audio: ffmpeg found no audio stream in it; it is {what}; check that this is the episode's "
+            "audio file (a failed download saves an error page under the episode's name)"
+        )
+    return f"not a readable audio/video file: ffmpeg found no audio stream in it ({reason})"
+
+
+def _text_kind(head: bytes) -> str | None:
+    """'a web page (HTML)' / 'a text file starting "..."' when these bytes are text, else None."""
+    if not head or b"\0" in head:
+        return None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not a character cut at the end of the 4 KiB read
+            return None
+        text = head[: exc.start].decode("utf-8")
+    if sum(not (ch.isprintable() or ch in "\t\r\n") for ch in text) > len(text) // 100:
+        return None
+    start = text.lstrip().lower()
+    if start.startswith(("<!doctype html", "<html")) or "<html" in start[:512]:
+        return "a web page (HTML)"
+    if start.startswith(("<?xml", "<rss")):
+        return "an XML document"
+    first = " ".join(text.split())[:40]
+    return f'a text file starting "{first}"'
+
+
 def _last_line(stderr: bytes | None) -> str:
     lines = [ln.strip() for ln in (stderr or b"").decode("utf-8", "replace").splitlines() if ln.strip()]
     return lines[-1] if lines else "ffmpeg failed without a message"
+
+
+# Where ffmpeg's mono mix is this much quieter than the channels' difference, the channels cancel: a file wired
+# out of phase. Independent channels (two speakers, one per side) mix 3 dB below either and one silent channel
+# 6 dB below; cancelling channels 30 dB and more. Below the floor a block is silence either way.
+CANCEL_DB = 15.0
+CANCEL_FLOOR_DB = -55.0
 
 
 def stream(
@@ -190,33 +266,55 @@ def stream(
     file — its readable part is transcribed and a ``truncated:`` warning is
     appended to ``warnings``. AudioError only when ffmpeg fails before any audio.
     Decoder complaints that did not stop it (a damaged frame) are warnings too.
+    A block whose channels cancel in the mono mix is their difference instead, with an ``out of phase:``
+    warning (the module's docstring).
     """
     warnings = warnings if warnings is not None else []
+    # One pass, three channels: ffmpeg's stereo pair and its mono mix. amerge orders them by layout (FL, FR,
+    # FC); the FC branch is the very aformat conversion `-ac 1 -ar 16000` inserts, so the mix is unchanged.
+    graph = (
+        "[0:a:0]asplit=2[pair][mix];"
+        f"[pair]aformat=sample_fmts=flt:sample_rates={SAMPLE_RATE}:channel_layouts=stereo[lr];"
+        f"[mix]aformat=sample_fmts=flt:sample_rates={SAMPLE_RATE}:channel_layouts=mono[m];"
+        "[lr][m]amerge=inputs=2[out]"
+    )
     process = (
         ffmpeg.input(ffmpeg_name(path))
-        .output("pipe:", format="f32le", acodec="pcm_f32le", ac=1, ar=SAMPLE_RATE, map="0:a:0")
+        .output("pipe:", format="f32le", acodec="pcm_f32le", filter_complex=graph, map="[out]")
         .global_args("-nostdin", "-hide_banner", "-loglevel", "error")
         .run_async(pipe_stdout=True, pipe_stderr=True)
     )
     errors: list[bytes] = []
-    decoded = 0
+    decoded, cancelled, worst_db = 0, 0, 0.0
     reader = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)
     reader.start()
-    block_bytes = int(block_s * SAMPLE_RATE) * 4
+    frame_bytes = 3 * 4
+    block_bytes = int(block_s * SAMPLE_RATE) * frame_bytes
     try:
         while True:
             data = process.stdout.read(block_bytes)
             if not data:
                 break
-            usable = len(data) - len(data) % 4
-            decoded += usable // 4
-            yield np.frombuffer(data[:usable], dtype=np.float32).copy()
+            usable = len(data) - len(data) % frame_bytes
+            frames = np.frombuffer(data[:usable], dtype=np.float32).reshape(-1, 3)
+            decoded += len(frames)
+            mono, gap_db = in_phase(frames)
+            if gap_db is not None:
+                cancelled += len(frames)
+                worst_db = max(worst_db, gap_db)
+            yield mono
     finally:
         process.stdout.close()
         code = process.wait()
         reader.join()
     stderr = b"".join(errors)
     got_s = decoded / SAMPLE_RATE
+    if cancelled:
+        warnings.append(
+            f"out of phase: the two channels cancel in the mono mix (up to {worst_db:.0f} dB quieter than "
+            f"their difference) in {cancelled / SAMPLE_RATE:.1f} s of {got_s:.1f} s; transcribed the left channel "
+            "minus the right there (one channel's polarity is inverted in the file)"
+        )
     if code != 0:
         if decoded == 0:
             raise AudioError(f"ffmpeg could not decode the file: {_last_line(stderr)}")
@@ -226,6 +324,17 @@ def stream(
         warnings.append(f"truncated: decoded {got_s:.1f} s of the {expected_s:.1f} s its header announces{detail}")
     elif stderr.strip():
         warnings.append(f"decoder: {_last_line(stderr)}")
+
+
+def in_phase(frames: np.ndarray) -> tuple[np.ndarray, float | None]:
+    """A block's mono audio from its (left, right, ffmpeg's mix) frames, and by how many dB the mix fell
+    below the channels' difference where they cancel (None where the mix is the audio)."""
+    mix = frames[:, 2].copy()
+    side = (frames[:, 0] - frames[:, 1]) * np.float32(0.5)
+    mix_db, side_db = rms_db(mix), rms_db(side)
+    if side_db > CANCEL_FLOOR_DB and mix_db < side_db - CANCEL_DB:
+        return side, side_db - mix_db
+    return mix, None
 
 
 def decode(path: Path, expected_s: float | None = None) -> np.ndarray:

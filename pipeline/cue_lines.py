@@ -72,12 +72,20 @@ def split_lines(words: list[str], rules: CueRules) -> list[str] | None:
         return [text]
     if rules.max_lines < 2:
         return None
-    options = []
-    for i in range(1, len(words)):
-        first, second = " ".join(words[:i]), " ".join(words[i:])
-        if (len(first) <= limit or i == 1) and (len(second) <= limit or i == len(words) - 1):
-            options.append(((-_break_score(words, i), abs(len(first) - len(second))), [first, second]))
-    return min(options)[1] if options else None
+    # The best break by (score, balance), ties to the smaller pair of lines; from the lines' lengths, the lines
+    # themselves joined only for the tied best (an export lays out every cue word by word: this runs a lot).
+    best_key, best = None, []
+    first_len, n = -1, len(words)
+    for i in range(1, n):
+        first_len += len(words[i - 1]) + 1  # len(" ".join(words[:i]))
+        second_len = len(text) - first_len - 1
+        if (first_len <= limit or i == 1) and (second_len <= limit or i == n - 1):
+            key = (-_break_score(words, i), abs(first_len - second_len))
+            if best_key is None or key < best_key:
+                best_key, best = key, [i]
+            elif key == best_key:
+                best.append(i)
+    return min([" ".join(words[:i]), " ".join(words[i:])] for i in best) if best else None
 
 
 def _cue_groups(words: list[TimedWord], rules: CueRules, head: str | None = None) -> list[list[TimedWord]]:

@@ -35,7 +35,16 @@ from . import progress
 from .errors import PodscribeError, UsageProblem
 from .export import export_job
 from .isolate import die_with_parent
-from .runner import Interrupted, JobOptions, JobSummary, expand_inputs, job_models, restart_job, run
+from .runner import (
+    Interrupted,
+    JobOptions,
+    JobSummary,
+    expand_inputs,
+    job_models,
+    restart_job,
+    run,
+    stopped_yet,
+)
 from .runtime import quiet_libraries
 
 log = logging.getLogger("podscribe")
@@ -87,6 +96,8 @@ def _child(inputs: list[str], options: JobOptions, results, stop, parent_pid: in
         stop.set()
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):  # a terminal gone away reaches the group: the parent stops them, as for Ctrl-C
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, handler)
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(message)s")
     quiet_libraries()
@@ -109,9 +120,10 @@ def _child(inputs: list[str], options: JobOptions, results, stop, parent_pid: in
 def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threading.Event) -> JobSummary:
     """`--workers N`: this process and N-1 spawned ones run the worker loop on the same job dir. A worker
     that dies is not waited for: its file is taken again by a last pass of this process."""
-    if n <= 1:
+    if n <= 1 or not _work_left(inputs, options):  # a finished job: one worker checks it and writes its outputs
         return run(inputs, options, stop=stop)
     start = time.monotonic()
+    stopped_yet(stop)
     restart_job(Path(options.out_dir), options.restart)
     options = replace(options, launched_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     threads = _threads_each(options, n)
@@ -179,6 +191,14 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     summary.by_others = summary.elsewhere = 0
     summary.wall_s = time.monotonic() - start
     return summary
+
+
+def _work_left(inputs: list[str], options: JobOptions) -> bool:
+    from .job.state import work_left
+    from .manifest import JobDir
+
+    job = JobDir(options.out_dir)
+    return not (job.root / "job.json").is_file() or work_left(expand_inputs(inputs), job, options)
 
 
 class _Drawn:

@@ -13,6 +13,7 @@ EXIT_LOCKED = 3
 EXIT_CONFIG_CHANGED = 4
 EXIT_DAMAGED_STATE = 5
 EXIT_STORAGE = 6
+EXIT_SIGHUP = 129  # 128 + SIGHUP: the terminal went away (an ssh session closed)
 EXIT_SIGINT = 130  # 128 + SIGINT, what shells report for Ctrl-C
 EXIT_SIGTERM = 143  # 128 + SIGTERM
 

@@ -9,21 +9,22 @@ say so.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
 import os
 import tempfile
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from .cues import Cue, CueRules, build_cues
-from .errors import StorageError, UsageProblem
+from .errors import DamagedState, UsageProblem
 from .manifest import JobDir, damage_hint, row_paths
-from .outputs import OutputDir, Written, output_names
+from .outputs import OutputDir, Writer, Written, output_names, too_long
 from .rows import SegmentRow, WordRow
-from .speaker_names import names_for
+from .speaker_names import named, names_for
 
 log = logging.getLogger("podscribe")
 FORMATS = ("txt", "vtt", "srt", "tsv", "json")  # the order of openai-whisper's `all`
@@ -45,13 +46,14 @@ PROPORTIONAL_NOTE = "timings of words inside segments are estimated in proportio
 
 
 def to_srt(cues: list[Cue]) -> str:
-    """A diarized cue whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices);
-    the label is laid out with the cue's words, within the line rules. A file of one speaker has no labels."""
+    """Each cue ends with a blank line, the last one too (as openai-whisper and ffmpeg write SRT). A diarized cue
+    whose speaker differs from the cue before starts with ``[Speaker N] `` (SRT has no voices); the label is laid
+    out with the cue's words, within the line rules. A file of one speaker has no labels."""
     blocks = [
         f"{i}\n{_clock(c.start_s, ',')} --> {_clock(c.end_s, ',')}\n" + "\n".join(c.srt_lines or c.lines)
         for i, c in enumerate(cues, 1)
     ]
-    return "\n\n".join(blocks) + ("\n" if blocks else "")
+    return "".join(block + "\n\n" for block in blocks)
 
 
 def _vtt_escape(text: str) -> str:
@@ -150,14 +152,33 @@ def to_json(
             if labelled
             else {}
         ),
-        "cues": [
-            {k: v for k, v in asdict(c).items() if (labelled or k != "speaker") and k != "srt_lines"} for c in cues
+        "cues": [  # the Cue fields but SRT's lines (and the speaker, unlabelled); not asdict: it deep-copies each
+            {
+                "start_s": c.start_s,
+                "end_s": c.end_s,
+                "lines": c.lines,
+                "flags": c.flags,
+                **({"speaker": c.speaker} if labelled else {}),
+            }
+            for c in cues
         ],
     }
-    return json.dumps(doc, ensure_ascii=False, indent=1)
+    return json.dumps(doc, ensure_ascii=False)  # on one line, as openai-whisper writes it (and 8x faster)
 
 
 # -- a job dir -----------------------------------------------------------------------------
+
+# What the files write of a files row (a job of 2,000 inputs reads 2,000 rows: no more of each than needed).
+EXPORT_COLUMNS = ["file_id", "path", "paths", "status", "duration_s", "language"]
+
+
+@dataclass
+class Exported(Written):
+    """What an export wrote, and what it could not: inputs whose row is failed, inputs of the job without a row
+    yet (pending: an unfinished job)."""
+
+    failed: int = 0
+    pending: int = 0
 
 
 def export_job(
@@ -168,7 +189,7 @@ def export_job(
     problems: list[str] | None = None,
     only: set[str] | None = None,
     named: Iterable[str] = (),
-) -> Written:
+) -> Exported:
     """One subtitle file per done input path and format, named after it (``outputs.output_names`` over every
     input of the job and ``named``); never over a file a person changed (``outputs.OutputDir``).
 
@@ -181,7 +202,7 @@ def export_job(
         raise ValueError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
     job = JobDir(job_dir)
     out_dir = Path(out_dir) if out_dir else Path(job_dir) / "subtitles"
-    rows = job.file_rows()
+    rows = job.file_rows(EXPORT_COLUMNS)
     names = output_names([p for row in rows for p in row_paths(row)] + [str(p) for p in named])
     files = [r for r in rows if r["status"] == "done" and (only is None or set(row_paths(r)) & only)]
     segments_by_file: dict[str, list[SegmentRow]] = {}
@@ -190,11 +211,17 @@ def export_job(
     damaged = {path.stem for path, _ in job.damaged}
     if problems is not None:
         problems += [damage_hint(path, error) for path, error in job.damaged]
-    written = Written()
-    for row in sorted(files, key=lambda r: r["path"]):
-        if row["file_id"] not in damaged:
-            segments = segments_by_file.get(row["file_id"], [])
-            written.add(write_outputs(row, segments, formats, out_dir, rules, names, only, problems))
+    written = Exported()
+    listed = {p for row in rows for p in row_paths(row)}
+    with contextlib.suppress(DamagedState):
+        inputs = (job.read_job() or {}).get("inputs", [])
+        written.pending = sum(os.path.abspath(p) not in listed for p in inputs if only is None or p in only)
+    written.failed = sum(r["status"] != "done" and (only is None or bool(set(row_paths(r)) & only)) for r in rows)
+    with OutputDir(out_dir).open() as folder:  # one hold and one reading of its record for the whole job
+        for row in sorted(files, key=lambda r: r["path"]):
+            if row["file_id"] not in damaged:
+                segments = segments_by_file.get(row["file_id"], [])
+                written.add(write_outputs(row, segments, formats, folder, rules, names, only, problems))
     return written
 
 
@@ -205,8 +232,7 @@ def named_speakers(segments: list[SegmentRow], names: tuple[str, ...]) -> list[S
         return segments
 
     def name(label: str | None) -> str | None:
-        number = label.rsplit(" ", 1)[-1] if label and label.startswith("Speaker ") else ""
-        return names[int(number) - 1] if number.isdigit() and 0 < int(number) <= len(names) else label
+        return named(label, names)
 
     return [
         {
@@ -227,14 +253,15 @@ def write_outputs(
     row: dict,
     segments: list[SegmentRow],
     formats: list[str],
-    out_dir: Path,
+    out_dir: Path | Writer,
     rules: CueRules,
     names: dict[str, str],
     only: set[str] | None = None,
     problems: list[str] | None = None,
 ) -> Written:
-    """One done file's outputs, for each of its paths (``only``: those among them), as its row turns done. An
-    output that cannot be written for its own name is skipped and described in ``problems``."""
+    """One done file's outputs, for each of its paths (``only``: those among them), as its row turns done, into a
+    folder (or a folder held for many files: ``OutputDir.open``). An output that cannot be written for its own
+    name is skipped and described in ``problems``."""
     ordered = sorted(segments, key=lambda seg: seg["segment"])
     laid_out: dict[tuple[str, ...], tuple] = {}  # per set of speaker names (copies may be in several shows)
     contents: dict[str, bytes] = {}
@@ -250,19 +277,16 @@ def write_outputs(
         name = names.get(path) or output_names([path])[path]
         if name != Path(path).stem and path not in _NAMED:
             _NAMED.add(path)
-            log.warning("%s shares its name with another input: its files are named %s.*", path, name)
+            why = "is too long a name for files" if too_long(Path(path).stem) else "shares its name with another input"
+            log.warning("%s %s: its files are named %s.*", path, why, name)
         for fmt in formats:
             text = _render(fmt, {**row, "path": path}, segments, cues, timed, rules)
             ext = EXTRA_FORMATS.get(fmt, fmt)
             contents[f"{name}.{ext}"] = text.encode("utf-8")
             sources[f"{name}.{ext}"] = (path, ext)
+    if isinstance(out_dir, Writer):
+        return out_dir.write(contents, problems, sources)
     return OutputDir(out_dir).write(contents, problems, sources)
-
-
-def _this_name_only(exc: StorageError) -> bool:
-    """A write that failed for its own name (too long, a folder of that name), not for the folder or disk."""
-    cause = exc.__cause__
-    return isinstance(cause, OSError) and cause.errno in (errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR)
 
 
 def check_writable(folder: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .atomic import atomic_write_bytes, read_json_dict
 
-__all__ = ["Identity", "identify", "path_id", "Fingerprints", "legacy_fingerprint"]
+__all__ = ["Identity", "identify", "content_since", "path_id", "Fingerprints", "legacy_fingerprint"]
 
 FILE_ID_HEX = 32  # 128 bits of a SHA-256 of the whole content
 _HASH_BLOCK = 1 << 20
@@ -89,6 +89,22 @@ def _stat_key(st: os.stat_result) -> tuple:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
+def content_since(path: Path, stat_key: tuple | None, file_id: str) -> str | None:
+    """None while ``path`` still holds ``file_id`` (its stat unchanged since ``stat_key``, or its bytes hashed
+    again the same); else the id of what it holds now. A path gone or unreadable now says nothing (None): what
+    was read of it is what it held."""
+    if stat_key is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if _stat_key(st) == tuple(stat_key):
+        return None
+    ident, _ = identify(path)
+    return None if not ident.readable or ident.file_id == file_id else ident.file_id
+
+
 def legacy_fingerprint(path: Path, block: int = 1 << 16) -> str | None:
     """The id podscribe < 0.2 gave a file (size + first and last 64 KiB): to adopt old job dirs' rows."""
     try:
@@ -107,6 +123,17 @@ def legacy_fingerprint(path: Path, block: int = 1 << 16) -> str | None:
         return None
 
 
+def _entry(value) -> bool:
+    """A record entry as ``remember`` writes it: size, mtime, inode, device, content id. Anything else (a damaged
+    or hand-edited record) is left out: that path is hashed again."""
+    return (
+        isinstance(value, list)
+        and len(value) == 5
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in value[:4])
+        and isinstance(value[4], str)
+    )
+
+
 class Fingerprints:
     """Content ids of a job's inputs, hashed again only when size, mtime or inode changed (git's index
     does the same): a rerun of a 10,000-episode job does not read 10,000 files again.
@@ -116,7 +143,7 @@ class Fingerprints:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.entries: dict[str, list] = read_json_dict(self.path)
+        self.entries: dict[str, list] = {k: v for k, v in read_json_dict(self.path).items() if _entry(v)}
         self.changed = False
 
     def identify(self, path: Path) -> Identity:
@@ -132,6 +159,24 @@ class Fingerprints:
         if stat_key is not None:
             self.remember(key, stat_key, ident.file_id)
         return ident
+
+    def known(self, path: Path) -> Identity | None:
+        """The id kept for ``path`` where its size, mtime and inode still match; None where only reading every
+        byte would tell (`status` while a worker is hashing them: it does not read them all a second time)."""
+        cached = self.entries.get(str(path))
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if stat.S_ISREG(st.st_mode) and cached and tuple(cached[:4]) == _stat_key(st):
+            return Identity(cached[4])
+        return None
+
+    def stat_key(self, path: Path, file_id: str) -> tuple | None:
+        """The size, mtime, inode and device ``path`` had when it was found to hold ``file_id`` (None: not
+        known): what a worker compares with the path as it is later, to see the content change under it."""
+        entry = self.entries.get(str(path))
+        return tuple(entry[:4]) if entry and entry[4] == file_id else None
 
     def remember(self, key: str, stat_key: tuple, file_id: str) -> None:
         self.entries[key] = [*stat_key, file_id]

@@ -139,6 +139,8 @@ def _serve(options: JobOptions, config_hash: str, conn, stop_recv, parent_pid: i
     """The child: load the models once, then decode each file the worker sends, alone, and answer."""
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when to stop: it forwards its stop
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     stop = threading.Event()
 
     def forwarded() -> None:

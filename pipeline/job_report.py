@@ -14,22 +14,9 @@ import pyarrow.parquet as pq
 
 from .audio import SAMPLE_RATE
 from .errors import DamagedState
-from .manifest import JobDir, row_paths
+from .manifest import JobDir, is_job, jobs_below, row_paths
 
-
-def is_job(root: Path) -> bool:
-    """A job dir: it has job.json or a files table (job.json may be lost; the rows still make it a job)."""
-    return (root / "job.json").is_file() or (root / "files").is_dir()
-
-
-def jobs_below(root: Path, depth: int = 2) -> list[Path]:
-    """Job dirs inside ``root`` (whisper mode keeps them in ``<output dir>/podscribe-manifests/<config>``)."""
-    found: list[Path] = []
-    level = [root]
-    for _ in range(depth):
-        level = sorted(p for folder in level for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-        found += [p for p in level if is_job(p)]
-    return found
+__all__ = ["is_job", "jobs_below", "partial_rate", "file_report", "render_files", "status_json"]
 
 
 def partial_rate(root: Path) -> float:

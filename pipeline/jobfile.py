@@ -33,6 +33,11 @@ def load(path: Path) -> dict:
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise JobFileError(
+            f"cannot read job file {path}: it is not UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+            "TOML files are UTF-8: save it as UTF-8"
+        ) from exc
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise JobFileError(f"cannot read job file {path}: {exc}") from exc
     for old, new in RENAMED.items():
@@ -46,19 +51,21 @@ def load(path: Path) -> dict:
     for key, value in data.items():
         expected = KEYS[key]
         if key == "speaker_names":
+            # A job key written after a [speaker_names] header is a show of that table to TOML: `subtitles =
+            # ["srt"]` there named a show "subtitles" and the job ran without subtitles. No show is named so.
+            swallowed = sorted(set(value) & set(KEYS)) if isinstance(value, dict) else []
+            hint = (
+                f"{', '.join(swallowed)} went into it: a [speaker_names] table takes every key after it; "
+                "put it at the end of the file"
+            )
             try:
                 if not isinstance(value, (list, dict)):  # a string is the command line's form
                     raise ShapeError(f"speaker_names must be a list of names or a table of lists per show; {EXAMPLE}")
                 parse_speaker_names(value)
             except ShapeError as exc:
-                swallowed = sorted(set(value) & set(KEYS)) if isinstance(value, dict) else []
-                hint = (
-                    f" ({', '.join(swallowed)} went into it: a [speaker_names] table takes every key after it; "
-                    "put it at the end of the file)"
-                    if swallowed
-                    else ""
-                )
-                raise JobFileError(f"{path}: {exc}{hint}") from exc
+                raise JobFileError(f"{path}: {exc}{f' ({hint})' if swallowed else ''}") from exc
+            if swallowed:
+                raise JobFileError(f"{path}: [speaker_names] has a show named {swallowed[0]}: {hint}")
             continue
         if expected is float and isinstance(value, int):
             value = data[key] = float(value)
@@ -78,8 +85,8 @@ def inputs_of(job: dict) -> list[str]:
     inputs = [str(x) for x in job.get("inputs", [])]
     if "input_list" in job:
         listing = Path(job["input_list"])
-        try:
-            lines = listing.read_text(encoding="utf-8").splitlines()
+        try:  # a line is a path's bytes, whatever their encoding: a Latin-1 name names its file (as os.fsdecode)
+            lines = listing.read_bytes().decode("utf-8", "surrogateescape").splitlines()
         except OSError as exc:
             raise JobFileError(f"cannot read input_list {listing}: {exc}") from exc
         inputs += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]

@@ -176,8 +176,12 @@ OPTIONS = (
     Option("output_dir", ("-o", "--output-dir"), "Where those files go, named <input stem>.<ext>. Default: "
            "<out>/subtitles, or the current folder when --out is not given.", INPUTS, owner="job.output_dir",
            kind="folder", convert=path_or_none),
-    Option("dry_run", ("--dry-run",), "Show the plan and stop: the inputs, their hours of audio, and an estimate "
-           "from the rate this machine recorded with this model, compute type and device. Writes nothing.", INPUTS,
+    Option("site", ("--site",), "Keep a static transcript site in this folder (podscribe site): built as each file "
+           "is done, updated where it changed; an index, a page per episode, search of every episode.", INPUTS,
+           owner="job.site", kind="folder", convert=path_or_none),
+    Option("dry_run", ("--dry-run",), "Show the plan and stop: the inputs a job has left (done ones counted apart), "
+           "their hours of audio, and an estimate from the rate this machine measured with the same settings on "
+           "files of the same length class, or none where it has none. Writes nothing.", INPUTS,
            kind="flag", job_file=False),
     Option("retry_failed", ("--retry-failed",), "Decode again the inputs that failed in an earlier run.", INPUTS,
            owner="job.retry_failed", kind="flag", job_file=False),
@@ -233,14 +237,16 @@ OPTIONS = (
            owner="cues.max_line_chars", kind="int", range=Range(10, 200)),  # --max-line-width: openai-whisper's
     Option("max_lines", ("--max-lines", "--max-line-count"), "Lines per cue.", CUES, owner="cues.max_lines",
            kind="int", range=Range(1, 2)),
+    # Cue values a subtitle can have: 1e308 s overflowed the layout (after the whole night's decoding), 1e-300
+    # characters a second flagged every cue.
     Option("max_cps", ("--max-cps",), "Reading speed limit, characters per second.", CUES, owner="cues.max_cps",
-           kind="float", range=Range(0, low_open=True)),
+           kind="float", range=Range(1, 100)),
     Option("max_duration", ("--max-duration",), "Longest cue, seconds.", CUES, owner="cues.max_duration_s",
-           kind="float", range=Range(0, low_open=True)),
-    Option("min_duration", ("--min-duration",), "Shortest cue, seconds.", CUES, owner="cues.min_duration_s",
-           kind="float", range=Range(0)),
+           kind="float", range=Range(0.5, 60)),
+    Option("min_duration", ("--min-duration",), "Shortest cue, seconds (at most --max-duration).", CUES,
+           owner="cues.min_duration_s", kind="float", range=Range(0, 60)),
     Option("pause_split", ("--pause-split",), "A pause longer than this starts a new cue, seconds.", CUES,
-           owner="cues.pause_split_s", kind="float", range=Range(0)),
+           owner="cues.pause_split_s", kind="float", range=Range(0, 60)),
     Option("speaker_labels", ("--speaker-labels/--no-speaker-labels",), "Speaker labels in subtitles and text when "
            "the job was diarized (VTT voice spans, SRT/TXT prefixes, TSV column, JSON fields).", SPEAKERS,
            owner="cues.speakers", kind="switch"),

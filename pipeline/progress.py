@@ -111,13 +111,14 @@ def _file_bar(name: str, total_s: float, enabled: bool, position: int = 1, **ext
     )
 
 
-def say(line: str, enabled: bool) -> None:
-    """A line above the bars (a piece at its second chance): the bars are drawn again below it."""
+def say(line: str, enabled: bool, file=None) -> None:
+    """A line above the bars (a piece at its second chance): the bars are drawn again below it. ``file``:
+    where it goes when this process draws (tqdm's default is stdout)."""
     if enabled and _forward is not None:
         send, source = _forward
         send(("say", source, line))
     elif enabled:
-        tqdm.write(line)
+        tqdm.write(line, file=file)
 
 
 class Board:

@@ -25,8 +25,8 @@ Built to survive the night:
 - a file that fails becomes a failed row with a readable error; the job goes on;
 - a table or checkpoint that cannot be read is moved aside or dropped and its
   input decoded again; a write that fails (disk full) stops the run cleanly;
-- the first Ctrl-C or SIGTERM finishes the batch in hand, persists it and stops
-  cleanly, also between files.
+- the first Ctrl-C, SIGTERM or SIGHUP finishes the batch in hand, persists it and stops
+  cleanly, also between files (one that comes while the model loads: before the job dir is made).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .job import Interrupted
 from .job.config import ADDED, LABELS, SPEED_ONLY, JobOptions, job_config, job_models, output_hash
 from .job.inputs import AUDIO_EXTENSIONS, InputRef, expand_inputs
 from .job.onefile import FileContext, transcribe_file
-from .job.run import alone_worker, restart_job, run
+from .job.run import alone_worker, restart_job, run, stopped_yet
 from .job.state import Task
 from .job.summary import JobSummary
 
@@ -57,5 +57,6 @@ __all__ = [
     "output_hash",
     "restart_job",
     "run",
+    "stopped_yet",
     "transcribe_file",
 ]

@@ -24,13 +24,15 @@ class ShapeError(ValueError):
 
 
 def _names(value, where: str) -> Names:
-    if isinstance(value, str):  # the command line's "Lena, Walter" (a stray comma is no name)
-        value = [n for n in value.split(",") if n.strip()]
+    """The names by position: an empty one (``"Lena,,Walter"``, ``["Lena", "", "Walter"]``) names nobody, and that
+    speaker keeps its number; the names after it stay with their speakers (a name dropped shifted them)."""
+    if isinstance(value, str):  # the command line's "Lena, Walter"
+        value = value.split(",")
     if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
         raise ShapeError(f"{where} must be a list of names (strings), not {value!r}")
     names = tuple(n.strip() for n in value)
-    if not all(names):
-        raise ShapeError(f"{where} has an empty name: {value!r}")
+    while names and not names[-1]:  # a trailing comma names nobody
+        names = names[:-1]
     return names
 
 
@@ -64,3 +66,11 @@ def names_for(path: str, names: Names, by_show) -> Names:
         if matches(key, path):
             return tuple(show_names)
     return tuple(names or ())
+
+
+def named(label: str | None, names: Names) -> str | None:
+    """``Speaker N`` called ``names[N - 1]``; any other label (or one past the names, or an empty name: that
+    speaker keeps its number) as it is."""
+    number = label.rsplit(" ", 1)[-1] if label and label.startswith("Speaker ") else ""
+    given = number.isdigit() and 0 < int(number) <= len(names) and names[int(number) - 1]
+    return names[int(number) - 1] if given else label

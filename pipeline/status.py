@@ -49,6 +49,8 @@ class JobStatus:
     unlabelled: list[tuple[str, bool]] = field(default_factory=list)  # done, no labels of the job's --diarize
     problems: list[str] = field(default_factory=list)  # damaged state, with what to do
     partial_rate: float = 0.0  # audio s per wall s of the files being decoded, from their checkpoints
+    planning: list[dict] = field(default_factory=list)  # workers planning the job now (workers.Planning)
+    unread: int = 0  # inputs of the job no run has read yet (pending, their length unknown)
 
     @property
     def throughput(self) -> float:
@@ -100,10 +102,19 @@ class JobStatus:
                 else []
             ),
             f"workers: {self.workers_active} at work, decoding {self.files_active} files",
-            f"audio: {self.audio_done_s / 3600:.2f} h done, {self.audio_left_s / 3600:.2f} h left",
-            f"throughput: {self.job_throughput:.1f} audio h per wall h for the job ({self.throughput:.1f}x real time "
-            f"per worker{': ' + rates if len(self.per_worker) > 1 else ''}); ETA {eta}",
         ]
+        if self.planning:  # hours left and an ETA are not known until the inputs are read
+            lines += [
+                "planning: " + "; ".join(_planning(p) for p in self.planning),
+                f"audio: {self.audio_done_s / 3600:.2f} h done; what is left, its hours and the ETA once the job is "
+                f"planned{f' ({self.unread:,} inputs not read yet)' if self.unread else ''} (run status again)",
+            ]
+        else:
+            lines += [
+                f"audio: {self.audio_done_s / 3600:.2f} h done, {self.audio_left_s / 3600:.2f} h left",
+                f"throughput: {self.job_throughput:.1f} audio h per wall h for the job ({self.throughput:.1f}x real "
+                f"time per worker{': ' + rates if len(self.per_worker) > 1 else ''}); ETA {eta}",
+            ]
         if self.failures:
             lines.append("failed:")
             lines += [f"  {_shown(path)}: {error}" for path, error in self.failures]
@@ -120,6 +131,15 @@ class JobStatus:
             lines.append("problems:")
             lines += [f"  {p}" for p in self.problems]
         return "\n".join(lines)
+
+
+def _planning(record: dict) -> str:
+    """One planning worker as status says it: who, and how far through reading the inputs."""
+    worker, phase = record.get("worker") or "a worker", record.get("phase")
+    done, total = record.get("done"), record.get("total")
+    if not phase or not isinstance(done, int) or not isinstance(total, int):
+        return f"{worker} is planning the job"
+    return f"{worker} is reading the inputs ({phase}): {done:,} of {total:,}"
 
 
 def busy_seconds(rows: list[dict]) -> float:
@@ -190,8 +210,12 @@ def job_status(root: Path) -> JobStatus:
     known = ProbeCache(root)  # durations as the runs probed them: status never runs ffprobe
     pending: set[str] = set()
     inputs = record.get("inputs", [])
+    st.planning = workers.planning(root)
     for path in map(Path, inputs if isinstance(inputs, list) else []):
-        ident = fingerprints.identify(path)
+        ident = fingerprints.known(path) if st.planning else fingerprints.identify(path)
+        if ident is None:  # a worker is hashing it now: not read a second time here
+            st.unread += 1
+            continue
         if ident.file_id in rows:  # counted above (a failed unreadable input among them)
             continue
         if not ident.readable:
@@ -208,7 +232,7 @@ def job_status(root: Path) -> JobStatus:
         st.in_progress += file_id in half_done and job.has_partial(file_id)
         info = known.get(file_id)
         st.audio_left_s += (info.duration_s or 0.0) if info else 0.0
-    st.pending += len(pending)
+    st.pending += len(pending) + st.unread
     st.busy_s = busy_seconds([r for r in rows.values() if r["status"] == "done"])
     st.partial_rate = partial_rate(Path(root)) if not st.done else 0.0
     st.workers_active = len(workers.live_workers(root))

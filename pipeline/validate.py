@@ -23,14 +23,17 @@ def problems(settings: dict) -> list[str]:
         if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if not allowed.holds(float(value)):
-            flag = "--" + key.replace("_", "-")
-            found.append(f"{flag} (job file: {key}) {value}: must be {allowed}")
-    if not found and settings.get("min_piece") is not None and settings.get("max_piece") is not None:
-        if settings["min_piece"] > settings["max_piece"]:
-            found.append(f"--min-piece {settings['min_piece']} is longer than --max-piece {settings['max_piece']}")
+            found.append(f"{_flag(key)} (job file: {key}) {value}: must be {allowed}")
+    for low, high in (("min_piece", "max_piece"), ("min_duration", "max_duration")):
+        if not found and settings.get(low) is not None and settings.get(high) is not None:
+            if settings[low] > settings[high]:
+                found.append(f"{_flag(low)} {settings[low]} is longer than {_flag(high)} {settings[high]}")
     for key, choices in CHOICES.items():
         value = settings.get(key)
         if value is not None and value not in choices:
-            flag = "--" + key.replace("_", "-")
-            found.append(f"{flag} (job file: {key}) {value!r}: choose from {', '.join(choices)}")
+            found.append(f"{_flag(key)} (job file: {key}) {value!r}: choose from {', '.join(choices)}")
     return found
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")

@@ -141,6 +141,10 @@ class Forked:
             time.sleep(0.01)
         return self.returncode
 
+    def stderr_so_far(self) -> str:
+        """What the child wrote to stderr until now."""
+        return self._stderr.read_text() if self._stderr.exists() else ""
+
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         self.wait(timeout)
         return self._stdout.read_text(), self._stderr.read_text()

@@ -226,6 +226,22 @@ def _job_env(trace: Path | None, env: dict | None) -> dict:
     return {**(env or {}), **({"PODSCRIBE_TRACE": str(trace)} if trace else {})}
 
 
+def wait_for_stderr(proc, text: str, timeout: float = 300) -> str:
+    """Wait until the process ``start`` gave wrote ``text`` to stderr; what it wrote until then."""
+    deadline, seen = time.monotonic() + timeout, ""
+    while text not in seen:
+        assert time.monotonic() < deadline, f"no {text!r} in its stderr: {seen}"
+        if hasattr(proc, "stderr_so_far"):  # forked (tests/forked.py): its stderr is a file
+            seen = proc.stderr_so_far()
+            assert text in seen or proc.poll() is None, seen
+            time.sleep(0.01)
+        else:
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, seen
+            seen += line
+    return seen
+
+
 def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err

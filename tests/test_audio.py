@@ -134,6 +134,8 @@ def test_bad_inputs_raise_readable_errors(tmp_path, clips):
     empty.write_bytes(b"")
     text = tmp_path / "notes.mp3"
     text.write_text("these are show notes, not audio\n" * 20)
+    page = tmp_path / "episode.mp3"  # a failed download: the server's error page under the episode's name
+    page.write_text("<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head><body>gone</body></html>\n")
     good = tmp_path / "good.mp3"
     ffmpeg("-i", str(next(c.path for c in clips if c.path.name == "gb0.wav")), "-t", "60", str(good))
     truncated = tmp_path / "truncated.mp3"
@@ -141,7 +143,8 @@ def test_bad_inputs_raise_readable_errors(tmp_path, clips):
     cases = {
         tmp_path / "missing.wav": "not found",
         empty: "empty",
-        text: "not a readable audio",
+        text: 'not audio: ffmpeg found no audio stream in it; it is a text file starting "these are show notes',
+        page: r"not audio: .*it is a web page \(HTML\)",
         tmp_path: "not a regular file",
     }
     for path, message in cases.items():
@@ -154,6 +157,40 @@ def test_bad_inputs_raise_readable_errors(tmp_path, clips):
     ffmpeg("-f", "lavfi", "-i", "color=c=black:s=64x64:r=5:d=2", "-c:v", "libx264", str(video_only))
     with pytest.raises(AudioError, match="no audio stream"):
         audio.probe(video_only)
+
+
+@pytest.mark.parametrize("ext", ["mp3", "wav"])
+def test_channels_that_cancel_in_the_mono_mix_decode_as_their_difference(ext, clips, tmp_path, jfk):
+    src = next(c.path for c in clips if c.path.name == "jfk.flac")
+    out = tmp_path / f"out_of_phase.{ext}"  # one channel's polarity inverted: ffmpeg's mono mix is silence
+    ffmpeg("-i", str(src), "-af", "pan=stereo|c0=c0|c1=-1*c0", str(out))
+    warnings: list[str] = []
+    samples = np.concatenate(list(audio.stream(out, audio.probe(out).duration_s, warnings)))
+    assert abs(len(samples) / SR - 11.0) < 0.15
+    assert abs(audio.rms_db(samples) - audio.rms_db(jfk)) < 4.5  # the speech, not -100 dB of residue
+    assert len(warnings) == 1 and warnings[0].startswith("out of phase: the two channels cancel"), warnings
+    # Stereo that does not cancel is ffmpeg's mono mix, bit for bit: two voices, one a side; and in phase.
+    left, right = (
+        next(c.path for c in clips if c.path.name == f"stereo_diarization_{s}.wav") for s in ("left", "right")
+    )
+    for name, pan in (("sides", None), ("in_phase", "pan=stereo|c0=c0|c1=c0")):
+        path = tmp_path / f"{name}.{ext}"
+        if pan:
+            ffmpeg("-i", str(src), "-af", pan, str(path))
+        else:
+            ffmpeg("-i", str(left), "-i", str(right), "-filter_complex", "amerge=inputs=2", str(path))
+        warnings = []
+        mine = np.concatenate(list(audio.stream(path, None, warnings)))
+        theirs = _ffmpeg_mono(path)
+        assert not warnings and np.array_equal(mine, theirs), name
+
+
+def _ffmpeg_mono(path) -> np.ndarray:
+    import subprocess
+
+    args = ["ffmpeg", "-nostdin", "-v", "error", "-i", audio.ffmpeg_name(path), "-map", "0:a:0", "-ac", "1"]
+    args += ["-ar", str(SR), "-acodec", "pcm_f32le", "-f", "f32le", "-"]
+    return np.frombuffer(subprocess.run(args, capture_output=True, check=True).stdout, np.float32)
 
 
 def test_pause_cut_takes_the_latest_pause_in_the_window_and_never_cuts_speech():

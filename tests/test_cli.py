@@ -94,9 +94,17 @@ def test_whisper_decoding_flags_get_a_clear_answer(flag, cache_dir, tmp_path):
     assert "Did you mean" not in result.stderr
 
 
-def test_version(cache_dir):
+def test_version(cache_dir, tmp_path):
     result = podscribe("--version", cache_dir=cache_dir)
     assert result.returncode == 0 and "podscribe" in result.stdout
+    import subprocess
+    import sys
+
+    # the distribution's name as a module too, from any folder (the installed package, not the checkout's folder)
+    module = subprocess.run(
+        [sys.executable, "-m", "podscribe", "--version"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert module.returncode == 0 and module.stdout == result.stdout, module.stderr
 
 
 @pytest.fixture(scope="module")
@@ -250,10 +258,10 @@ def test_whisper_verbose_true_and_false_are_the_flag_and_its_absence(jfk, tmp_pa
     from click.testing import CliRunner
 
     from pipeline.cli import main
-    from pipeline.cli.group import whisper_verbose
+    from pipeline.cli.group import whisper_booleans
 
-    assert whisper_verbose(["-v", "a.mp3"]) == ["-v", "a.mp3"]
-    assert whisper_verbose(["--verbose", "False", "a.mp3", "--", "--verbose", "True"]) == [
+    assert whisper_booleans(["-v", "a.mp3"]) == ["-v", "a.mp3"]
+    assert whisper_booleans(["--verbose", "False", "a.mp3", "--", "--verbose", "True"]) == [
         "a.mp3",
         "--",
         "--verbose",

@@ -515,7 +515,7 @@ def read_segments(out: Path) -> list[dict]:
 def test_three_voices_labelled_later_without_decoding_again(conversation, cache_dir, tmp_path):
     """A finished job gets --diarize: its files are labelled, no piece is decoded again, the text stays; the
     labels are right for >= 95% of the speech time with 3 speakers found; the outputs carry them; changing
-    --num-speakers relabels; leaving --diarize out on a diarized job is refused. (Deaths counted on a claim no
+    --num-speakers relabels; leaving --diarize out keeps the job's labels, --no-diarize on a diarized job is refused. (Deaths counted on a claim no
     longer fail a labelling by themselves: a file a process died on is labelled alone in a watched child,
     tests/test_deaths.py.)"""
     path, truth = conversation
@@ -556,7 +556,10 @@ def test_three_voices_labelled_later_without_decoding_again(conversation, cache_
     assert {s["speaker"] for s in read_segments(out)} == {"Speaker 1", "Speaker 2"}
     assert pq.read_table(out / "files").to_pylist()[0]["n_speakers"] == 2
 
-    code, _, stderr = run_here(out, [path], cache_dir, None, args=args)
+    code, _, stderr = run_here(out, [path], cache_dir, trace, args=args)  # not asked: the job's own value
+    assert code == 0, stderr
+    assert {s["speaker"] for s in read_segments(out)} == {"Speaker 1", "Speaker 2"}
+    code, _, stderr = run_here(out, [path], cache_dir, None, "--no-diarize", args=args)
     assert code == 4 and "diarize" in stderr
     (out / "job.json").unlink()  # lost: the rows' labels still say how the job was made
     code, _, stderr = run_here(out, [path], cache_dir, None, args=args)

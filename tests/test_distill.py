@@ -81,6 +81,7 @@ def drafts(tiny_main, clip_dir, dataset_dir, tmp_path_factory) -> dict[str, Path
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "tokens per main call" in proc.stdout and '"train_pieces": 3' in proc.stdout
         assert (f"skipped {junk}: ffmpeg could not decode" in proc.stderr) == (name == "plain")
+        assert "Loading weights" not in proc.stderr, "transformers' weight-loading bar on the terminal"
         out[name] = root / name
     out["cache"] = root / "cache"
     return out

@@ -26,6 +26,9 @@ def inputs(clips, tmp_path_factory) -> dict[str, Path]:
     ffmpeg("-i", str(by_name["gb0.wav"]), "-t", "60", str(mp3))
     truncated = d / "truncated.mp3"
     truncated.write_bytes(mp3.read_bytes()[: mp3.stat().st_size // 2])
+    # jfk wired out of phase: its two channels cancel in ffmpeg's mono mix (decoded, that was 11 s of silence)
+    out_of_phase = d / "out_of_phase.mp3"
+    ffmpeg("-i", str(by_name["jfk.flac"]), "-af", "pan=stereo|c0=c0|c1=-1*c0", str(out_of_phase))
     empty = d / "empty.mp3"
     empty.write_bytes(b"")
     text = d / "notes.mp3"
@@ -36,6 +39,7 @@ def inputs(clips, tmp_path_factory) -> dict[str, Path]:
         "m4a": good_m4a,
         "odd": odd,
         "truncated": truncated,
+        "out_of_phase": out_of_phase,
         "empty": empty,
         "text": text,
         "emptydir": d / "no_audio_here",
@@ -54,14 +58,14 @@ def job(inputs, cache_dir, tmp_path_factory):
 def test_good_files_done_bad_files_failed_with_readable_errors(job, inputs):
     out, result = job
     assert result.returncode == 0, result.stderr
-    assert "done: 3, failed: 4" in result.stdout
+    assert "done: 4, failed: 4" in result.stdout
     rows = {Path(r["path"]).name: r for r in ds.dataset(out / "files").to_table().to_pylist()}
     assert rows[inputs["m4a"].name]["status"] == "done" and rows[inputs["odd"].name]["status"] == "done"
     truncated = rows[inputs["truncated"].name]  # its readable half is kept, and marked
     assert truncated["status"] == "done" and truncated["warnings"].startswith("truncated"), truncated
     expected_errors = {
         "empty": "empty",
-        "text": "not a readable audio",
+        "text": 'not audio: ffmpeg found no audio stream in it; it is a text file starting "show notes',
         "emptydir": "no audio files",
         "missing": "not found",
     }
@@ -69,6 +73,10 @@ def test_good_files_done_bad_files_failed_with_readable_errors(job, inputs):
         row = rows[inputs[key].name]
         assert row["status"] == "failed" and message in row["error"], row
         assert Path(row["path"]).name == inputs[key].name
+    assert "Invalid argument" not in rows[inputs["text"].name]["error"]  # ffprobe's word for a text file
+    out_of_phase = rows[inputs["out_of_phase"].name]  # transcribed from the channels' difference, and said
+    assert out_of_phase["status"] == "done" and out_of_phase["n_words"] > 15, out_of_phase
+    assert "out of phase: the two channels cancel" in out_of_phase["warnings"], out_of_phase
     done = rows[inputs["m4a"].name]
     assert (
         done["model"] == "tiny.en"
@@ -95,7 +103,7 @@ def test_manifests_read_with_pyarrow_pandas_and_datasets(job, inputs):
     files = datasets.load_dataset(
         "parquet", data_files=str(out / "files" / "*.parquet"), split="train", cache_dir=str(out.parent / "hf-cache")
     )
-    assert sorted(files["status"]) == ["done"] * 3 + ["failed"] * 4
+    assert sorted(files["status"]) == ["done"] * 4 + ["failed"] * 4
     assert not [p for p in out.rglob("*") if p.suffix == ".tmp" or p.name.startswith(".") and p.name != ".lock"], (
         "temp files left"
     )

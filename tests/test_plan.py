@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -68,6 +69,23 @@ def test_fingerprints_hash_again_only_what_changed(tmp_path):
     assert cache.identify(a).file_id != first
 
 
+def test_a_damaged_fingerprints_record_is_hashed_again_not_a_traceback(tmp_path):
+    a, b = tmp_path / "a.wav", tmp_path / "b.wav"
+    a.write_bytes(b"one")
+    b.write_bytes(b"two")
+    record = tmp_path / "fingerprints.json"
+    good = Fingerprints(record)
+    want = good.identify(a).file_id, good.identify(b).file_id
+    good.save()
+    entries = json.loads(record.read_text())
+    entries[str(a)] = 5
+    entries[str(b)] = entries[str(b)][:3] + ["x", None]
+    entries["/c.wav"] = {"size": 1}
+    record.write_text(json.dumps(entries))
+    damaged = Fingerprints(record)
+    assert (damaged.identify(a).file_id, damaged.identify(b).file_id) == want and damaged.changed
+
+
 def test_inputs_are_absolute_and_a_path_given_twice_is_one_input(tmp_path, monkeypatch):
     (tmp_path / "show").mkdir()
     (tmp_path / "show" / "ep1.mp3").write_bytes(b"x")
@@ -75,6 +93,23 @@ def test_inputs_are_absolute_and_a_path_given_twice_is_one_input(tmp_path, monke
     refs = expand_inputs(["show/ep1.mp3", str(tmp_path / "show" / "ep1.mp3"), "show"])
     assert [r.path for r in refs] == [tmp_path / "show" / "ep1.mp3"]
     assert all(Path(r.path).is_absolute() for r in refs)
+
+
+def test_inputs_given_with_dot_dot_are_the_paths_their_rows_keep(tmp_path, monkeypatch):
+    from pipeline.manifest import row_paths
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "in" / "ep.wav").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path / "run")
+    refs = expand_inputs(["../in/ep.wav", "../in/*.wav", "../gone/ep.wav"])
+    assert [str(r.path) for r in refs] == [str(tmp_path / "in" / "ep.wav"), str(tmp_path / "gone" / "ep.wav")]
+    assert [str(r.path) for r in refs] == row_paths({"paths": ["../in/ep.wav", "../gone/ep.wav"]})
+    # a link before the `..`: its resolved path, not the short form (which would be another file)
+    (tmp_path / "in" / "sub").mkdir()
+    (tmp_path / "in" / "sub" / "x.wav").write_bytes(b"y")
+    (tmp_path / "run" / "deep").symlink_to(tmp_path / "in" / "sub")
+    assert expand_inputs(["deep/../sub/x.wav"])[0].path == tmp_path / "in" / "sub" / "x.wav"
 
 
 def test_segments_are_flagged_from_their_pieces_own_signals():

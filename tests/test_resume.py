@@ -111,6 +111,25 @@ def test_changed_configuration_is_refused_unless_restarted(small_archive, cache_
     assert code == 0 and "done: 1, failed: 0, already done: 0" in stdout
 
 
+def test_a_job_resumed_is_compared_on_what_the_user_asked_not_on_defaults_nobody_touched(
+    small_archive, cache_dir, tmp_path
+):
+    """A job made with subtitles, run again without -f to add an episode, was refused over word timestamps the
+    user never set; the README's sequence (--out, then the same --out with --subtitles) hit the reverse. What was
+    not asked for is the job's own; what was asked for differently is still refused, named."""
+    one, two = small_archive[2:], small_archive[2:] + small_archive[1:2]
+    words, plain = tmp_path / "words", tmp_path / "plain"
+    assert run_here(words, one, cache_dir, None, "-f", "srt")[0] == 0
+    code, stdout, stderr = run_here(words, two, cache_dir)  # a new episode, no -f
+    assert code == 0 and "done: 1, failed: 0, already done: 1" in stdout, stderr
+    code, _, stderr = run_here(words, one, cache_dir, None, "--no-word-timestamps")  # asked: refused
+    assert code == EXIT_CONFIG_CHANGED and "word_timestamps: True -> False" in stderr, stderr
+    assert run_here(plain, one, cache_dir)[0] == 0
+    code, stdout, stderr = run_here(plain, one, cache_dir, None, "--subtitles", "srt")  # (-q: the note still shows)
+    assert code == 0 and "already done: 1" in stdout and "decoded without word timestamps" in stderr, stderr
+    assert (plain / "subtitles" / f"{one[0].stem}.srt").read_text().strip()
+
+
 def test_a_file_read_ahead_whose_batch_does_not_form_is_read_again_for_its_own_run(english_human, cache_dir, tmp_path):
     """Four one-piece files at --batch-size 2: the second pair is read while the first decodes. One of that
     pair announces 3 s but holds no audio, so no batch across files forms and the other one decodes alone:

@@ -26,7 +26,14 @@ import pytest
 from helpers import REPO, ffmpeg, podscribe, start, write_wav
 from pipeline import audio
 from pipeline.decode import DecodeOptions
-from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_DAMAGED_STATE, EXIT_SIGTERM, EXIT_STORAGE, EXIT_USAGE
+from pipeline.errors import (
+    EXIT_CONFIG_CHANGED,
+    EXIT_DAMAGED_STATE,
+    EXIT_SIGHUP,
+    EXIT_SIGTERM,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+)
 from pipeline.identity import identify, legacy_fingerprint
 from pipeline.runner import JobOptions, run
 
@@ -167,10 +174,13 @@ def _wait_for_trace(proc, trace: Path, timeout: float = 300) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, EXIT_SIGTERM)])
+@pytest.mark.parametrize(
+    "sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, EXIT_SIGTERM), (signal.SIGHUP, EXIT_SIGHUP)]
+)
 def test_a_signal_stops_a_job_of_short_files_between_files(sig, code, clips, cache_dir, tmp_path):
     """Each file is one piece: before, the stop flag was only read inside a file, so nothing stopped. Files of
-    one piece share batches (two here): the batch in hand is finished and written, then the job stops."""
+    one piece share batches (two here): the batch in hand is finished and written, then the job stops. SIGHUP (a
+    terminal or ssh session gone) ended the process at once, its batch lost."""
     shorts = sorted((c for c in clips if c.language == "en" and c.duration_s < 12), key=lambda c: c.path.name)[:8]
     inputs = []
     for i, clip in enumerate(shorts):
@@ -334,6 +344,15 @@ def test_a_lost_job_json_is_rebuilt_when_the_results_match_and_refused_when_not(
     same = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
     assert same.returncode == 0 and "already done: 2" in same.stdout, same.stderr
     assert json.loads(job_json.read_text())["config"]["decode"]["language"] is None
+
+
+def test_a_plain_file_where_the_workers_folder_should_be_is_named_with_exit_5(finished_job, cache_dir):
+    out, inputs = finished_job
+    shutil.rmtree(out / "workers", ignore_errors=True)
+    (out / "workers").write_text("not a folder")
+    result = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
+    assert result.returncode == EXIT_DAMAGED_STATE and "Traceback" not in result.stderr, result.stderr
+    assert f"{out / 'workers'} is in the way" in result.stderr
 
 
 # -- environment errors: one line, their own exit code, nothing left behind ---------------------------
@@ -562,3 +581,77 @@ def test_a_copy_that_changes_leaves_the_row_while_a_new_copy_joins_it(speech, ti
     assert (summary.done, summary.already_done, summary.copies) == (1, 1, 1)
     paths = {r["file_id"]: r["paths"] for r in files_rows(out).values()}
     assert paths[identify(a)[0].file_id] == [str(a), str(c)] and paths[identify(b)[0].file_id] == [str(b)]
+
+
+def test_an_input_renamed_over_while_it_is_decoded_is_decoded_as_its_new_content_and_the_old_id_stays_clean(
+    small_archive, small_reference, cache_dir, tmp_path
+):
+    """`ep.mp3` renamed over (another episode) after its first checkpoint: its row under the old content id held
+    the new audio's transcript, and with the original put back the next run said "already done" and kept it.
+    Nothing of it is kept under the old id; the new content is decoded under its own, and the run says so; the
+    original, put back, is decoded as itself. Both transcripts equal an uninterrupted run's (the same pieces)."""
+    from helpers import finish, lines, run_here
+
+    episode, other = small_archive[0], small_archive[1]
+    path, trace, out = tmp_path / "in" / "ep.mp3", tmp_path / "trace", tmp_path / "job"
+    path.parent.mkdir()
+    shutil.copy(episode, path)
+    old_id, new_id = identify(episode)[0].file_id, identify(other)[0].file_id
+    proc = start(out, [path], cache_dir, trace)
+    while not any(x.startswith("persisted") for x in lines(trace)):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    swap = tmp_path / "in" / ".swap"
+    shutil.copy(other, swap)
+    os.replace(swap, path)  # renamed over, as a sync tool or `mv` does
+    code, stdout, stderr = finish(proc)
+    assert code == 0 and "done: 1, failed: 0" in stdout and "its content changed after it was planned" in stderr, (
+        stdout + stderr
+    )
+    assert f"changed {old_id}" in trace.read_text()
+    assert set(files_rows(out)) == {new_id} and not (out / "partial" / old_id).exists()
+
+    def texts(tables: dict, file_id: str) -> list[str]:
+        return [s["text"] for s in tables["segments"] if s["file_id"] == file_id]
+
+    from helpers import tables
+
+    assert texts(tables(out), new_id) == texts(small_reference, new_id)
+    shutil.copy(episode, swap)
+    os.replace(swap, path)  # the original back
+    code, stdout, stderr = run_here(out, [path], cache_dir)
+    assert code == 0 and "done: 1, failed: 0, already done: 0" in stdout, stdout + stderr
+    assert texts(tables(out), old_id) == texts(small_reference, old_id)
+
+
+def test_ctrl_c_while_the_model_loads_makes_no_job_dir(speech, cache_dir, tmp_path):
+    """Ctrl-C in the first seconds still loaded the model, made the job dir and went on to plan."""
+    out, trace = tmp_path / "job", tmp_path / "trace"
+    proc = start(out, [speech["jfk"]], cache_dir, trace, args=["--model", "base"])  # no -q: it says "loading"
+    from helpers import wait_for_stderr
+
+    seen = wait_for_stderr(proc, "loading")
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "Rerun the same command to resume" in stderr, seen + stderr
+    assert not out.exists() and not trace.exists(), "it went on after the stop"
+
+
+def test_a_conversion_killed_midway_leaves_no_partial_model_in_the_cache(speech, cache_dir, tmp_path):
+    """A SIGKILL during a model's first conversion left its temporary folder (76 MB for tiny.en) in the cache for
+    good. The next conversion removes the folders of conversions whose process is gone. (A cache of its own: the
+    shared one has tiny.en converted already.)"""
+    from helpers import run_here
+
+    own_cache, out = tmp_path / "cache", tmp_path / "job"
+    proc = start(out, [speech["jfk"]], own_cache, None, args=TINY)
+    deadline = time.monotonic() + 300
+    while not list(own_cache.glob("models/*.partial-*")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait()
+    assert list(own_cache.glob("models/*.partial-*")), "the kill came after the conversion"
+    code, stdout, stderr = run_here(out, [speech["jfk"]], own_cache, None, args=TINY)
+    assert code == 0 and "done: 1" in stdout, stderr
+    assert not list(own_cache.glob("models/*.partial-*")) and list(own_cache.glob("models/*/model.safetensors"))

@@ -16,7 +16,7 @@ import pytest
 
 from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, run_here, start, tables
 from pipeline import workers
-from pipeline.errors import EXIT_SIGINT, EXIT_SIGTERM
+from pipeline.errors import EXIT_SIGINT, EXIT_SIGTERM, DamagedState
 from pipeline.identity import identify
 from pipeline.status import JobStatus, busy_seconds
 
@@ -37,6 +37,21 @@ def test_a_claimed_file_cannot_be_claimed_twice_and_is_free_again_when_released(
     again = workers.claim(tmp_path, "f1", 0)
     assert again is not None
     again.release()
+
+
+def test_something_else_in_a_lock_s_place_is_damaged_state_named_not_a_traceback(tmp_path):
+    """A plain file where ``workers/`` or ``claims/`` should be, a folder named like a claim's lock."""
+    (tmp_path / "workers").write_text("x")
+    with pytest.raises(DamagedState, match=f"{tmp_path / 'workers'} is in the way.*folder of locks"):
+        workers.Registration(tmp_path).__enter__()
+    (tmp_path / "claims").write_text("x")
+    with pytest.raises(DamagedState, match="claims is in the way"):
+        workers.claim(tmp_path, "f1", 0)
+    (tmp_path / "claims").unlink()
+    (tmp_path / "claims" / "f1.lock").mkdir(parents=True)
+    with pytest.raises(DamagedState, match="f1.lock is in the way.*lock file"):
+        workers.claim(tmp_path, "f1", 0)
+    assert workers.held_claims(tmp_path) == [] and not workers.suspect(tmp_path, "f1")
 
 
 def test_every_death_makes_a_suspect_only_witnessed_deaths_at_one_place_count_and_a_clean_end_takes_the_claim_back(
@@ -148,6 +163,10 @@ def test_workers_option_decodes_every_piece_once_and_equals_a_single_process_run
     assert {r["worker"].split(":")[1] for r in ds.dataset(out / "files").to_table().to_pylist()} == {
         pids[0] for pids in decoders.values()
     }, "files rows name the worker that wrote them"
+    # the same on the finished job: one worker checks it (two loaded a model each, to do nothing)
+    loud = [a for a in JOB_ARGS if a != "-q"]  # each model load says "loading"
+    code, stdout, stderr = finish(start(out, small_archive, cache_dir, None, "--workers", "2", args=loud))
+    assert code == 0 and "already done: 3" in stdout and stderr.count("loading ") == 1, stdout + stderr
 
 
 def test_sigterm_to_a_workers_run_stops_every_worker_after_its_batch_in_hand(small_archive, cache_dir, tmp_path):
@@ -285,7 +304,8 @@ def test_ray_actors_share_a_job_and_a_killed_actor_loses_nothing(small_archive, 
 def test_two_workers_on_one_piece_clips_decode_each_file_once(english_human, cache_dir, tmp_path):
     """Cross-file batches claim every file they take, and a file another worker finished while it was held is
     not decoded again when it is claimed later: with --workers 2 each of 16 short clips is decoded exactly once
-    (counted from the job's own trace), and every one is done."""
+    (counted from the job's own trace), and every one is done. The next group's audio is read ahead only once
+    it is held: both workers read (ffmpeg + VAD) every clip before claiming it."""
     clips = sorted((c for c in english_human if c.duration_s < 6), key=lambda c: c.path.name)[:16]
     out, trace = tmp_path / "job", tmp_path / "trace.txt"
     args = ["--model", "tiny.en", "--language", "en", "--batch-size", "4", "-q"]
@@ -294,6 +314,10 @@ def test_two_workers_on_one_piece_clips_decode_each_file_once(english_human, cac
     decodes = Counter(x.split()[1] for x in lines(trace) if x.startswith("decoded"))
     assert len(decodes) == len(clips) and set(decodes.values()) == {1}, decodes
     assert len(ds.dataset(out / "files").to_table()) == len(clips)
+    readers = {}  # each file's audio read (ffmpeg + VAD) by one worker only: the one that holds it
+    for _, file_id, _, pid in (x.split() for x in lines(trace, reads=True) if x.startswith("read ")):
+        readers.setdefault(file_id, set()).add(pid)
+    assert len(readers) == len(clips) and all(len(pids) == 1 for pids in readers.values()), readers
 
 
 def test_local_workers_show_the_whole_job_s_progress_from_one_renderer(clips, cache_dir, tmp_path):

@@ -22,6 +22,7 @@ from pipeline.tables import PARTIAL_SCHEMA
 def test_a_folder_that_is_not_a_job_is_an_error_that_names_the_jobs_in_it(tmp_path):
     empty = CliRunner().invoke(main, ["status", str(tmp_path)])
     assert empty.exit_code == 2 and "is not a podscribe job" in empty.output
+    assert "`transcribe --out DIR` makes one" in empty.output and "-o DIR` makes" not in empty.output  # -o: below it
     job = tmp_path / "podscribe-manifests" / "tiny.en-en-12345678"  # what `-o DIR` makes
     job.mkdir(parents=True)
     (job / "job.json").write_text(json.dumps({"config": {}, "inputs": []}))

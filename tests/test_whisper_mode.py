@@ -104,6 +104,20 @@ def test_output_ownership_rule(tmp_path):
     ]
 
 
+def test_an_input_given_with_dot_dot_gets_its_outputs_and_each_file_is_counted_once(three, cache_dir, tmp_path):
+    """``../in/jfk.flac`` from another folder, ``-o subs/`` relative: the outputs were not written at all (the path
+    kept its ``..``, the rows' did not), and a relative -o counted each file twice (5 files as 10)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "run").mkdir()
+    shutil.copy(three[0], tmp_path / "in" / "jfk.flac")
+    args = ("transcribe", "--model", "tiny.en", "-q", "-f", "txt,srt", "-o", "subs/", "../in/jfk.flac")
+    result = podscribe(*args, cache_dir=cache_dir, cwd=tmp_path / "run")
+    subs = tmp_path / "run" / "subs"
+    assert result.returncode == 0 and "done: 1" in result.stdout, result.stdout + result.stderr
+    assert sorted(p.name for p in subs.glob("jfk.*")) == ["jfk.srt", "jfk.txt"]
+    assert f"subtitles: 2 files in {subs}" in result.stdout, result.stdout
+
+
 def test_outputs_are_written_as_each_file_is_done(three, cache_dir, tmp_path):
     """Killed after the first file is done: that file's outputs are there, the second's are not."""
     jfk, left, _ = three
@@ -140,34 +154,56 @@ def _trace(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_dry_run_plans_writes_nothing_and_estimates_from_this_machines_recorded_rate(three, tiny_en_models, tmp_path):
-    from click.testing import CliRunner
-
-    from pipeline import dryrun
-    from pipeline.cli import main
-    from pipeline.decode import DecodeOptions
-    from pipeline.runner import JobOptions, run
+def test_dry_run_lists_and_estimates_what_a_job_has_left_from_a_comparable_measured_rate(three, cache_dir, tmp_path):
+    """--dry-run on a resumed job: its done files said as done and left out of the estimate; the estimate from the
+    rate measured with the same settings and on files of the same length class, or none, said, where no run
+    measured them so (one latest rate per model was 10x off after a run on one short clip)."""
+    from helpers import ffmpeg
+    from pipeline.progress import clock
 
     jfk, left, _ = three
-    cache = tmp_path / "cache"
-    key = dryrun.rate_key("tiny.en", "auto", "auto")
-    first = dryrun.plan([str(jfk), str(left), str(tmp_path / "gone.mp3")], key, cache)
-    assert first.startswith("2 inputs, 0:00:16 of audio; 1 cannot be read") and "estimate: none yet" in first
-    options = JobOptions(
-        out_dir=tmp_path / "job", model="tiny.en", cache_dir=cache, progress=False, decode=DecodeOptions()
-    )
-    assert run([str(jfk)], options, models=tiny_en_models).done == 1
-    rate = dryrun.recorded_rate(key, cache)
-    assert rate and rate > 0
-    assert f"estimate: {__import__('pipeline.progress').progress.clock(16.0 / rate)}" in dryrun.plan(
-        [str(jfk), str(left)], key, cache
-    )
-    result = CliRunner().invoke(
-        main, ["transcribe", "--model", "tiny.en", "--cache-dir", str(cache), "--dry-run", "-o", str(tmp_path / "out"),
-               str(jfk)],
-    )  # fmt: skip
-    assert result.exit_code == 0 and "1 inputs, 0:00:11 of audio" in result.output, result.output
-    assert not (tmp_path / "out").exists()
+    cache = tmp_path / "cache"  # its own rates.json: every CLI run of the suite records one in the shared cache
+    cache.mkdir()
+    (cache / "models").symlink_to(cache_dir / "models")
+    job, gone = tmp_path / "job", tmp_path / "gone.mp3"
+    long = tmp_path / "long.flac"  # 33 s: a file of more than one piece
+    ffmpeg("-stream_loop", "2", "-i", str(jfk), str(long))
+    longer_clip = tmp_path / "jfk twice.flac"  # 22 s: one piece, as jfk's 11 s
+    ffmpeg("-stream_loop", "1", "-i", str(jfk), str(longer_clip))
+
+    def dry(*args: str) -> str:
+        result = podscribe("transcribe", "--model", "tiny.en", "--out", str(job), "--dry-run", *args, cache_dir=cache)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    first = dry(str(jfk), str(left), str(gone))
+    assert "2 inputs left, 0:00:16 of audio; 1 cannot be read" in first and "done" not in first, first
+    assert "estimate: none: no run on this machine measured tiny.en" in first and "files under 10 s" in first, first
+    assert not job.exists(), "a dry run wrote the job dir"
+    result = podscribe("transcribe", "--model", "tiny.en", "--out", str(job), "-q", str(jfk), cache_dir=cache)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = ds.dataset(job / "files").to_table().to_pylist()
+    rate = row["duration_s"] / row["wall_s"]  # the file's decoding alone: the model's load is not in it
+    before = {p: p.stat().st_mtime_ns for p in job.rglob("*")}
+
+    resumed = dry(str(jfk), str(longer_clip))
+    assert f"job {job}: 1 inputs done (0:00:11 of audio), not decoded again" in resumed, resumed
+    assert f"  done    {jfk}" in resumed and "1 inputs left, 0:00:22 of audio" in resumed, resumed
+    assert f"  0:00:22  {longer_clip}" in resumed and f"  0:00:11  {jfk}" not in resumed, resumed
+    seconds = float(__import__("subprocess").check_output(
+        ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", str(longer_clip)], text=True))  # fmt: skip
+    assert f"estimate: {clock(seconds / rate)} of decoding, plus loading the model ({rate:.1f}x real time" in resumed
+    assert "batch 4" in resumed and "word timestamps off" in resumed, resumed
+    assert {p: p.stat().st_mtime_ns for p in job.rglob("*")} == before, "a dry run wrote into the job"
+    shorter = dry(str(left))  # a 5 s clip: one piece as well, but a cost per file more than per second
+    assert "estimate: none" in shorter and "files under 10 s" in shorter, shorter
+
+    other_batch = dry("--batch-size", "1", str(longer_clip))  # another batch size: not this rate
+    assert "estimate: none: no run on this machine measured tiny.en" in other_batch and "batch 1" in other_batch
+    assert "measured here, not comparable:" in other_batch and "batch_size 4" in other_batch, other_batch
+    longer = dry(str(long))  # a file of several pieces: the short clip's rate says nothing about it
+    assert "estimate: none" in longer and "files of 30 s to 10 min" in longer, longer
+    assert "estimate: nothing left to decode" in dry(str(jfk))
 
 
 def test_container_tags_are_kept_in_the_files_row(three, tiny_en_models, tmp_path):

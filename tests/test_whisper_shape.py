@@ -122,6 +122,10 @@ def test_srt_speaker_labels_keep_the_line_rule_and_a_single_speaker_file_has_non
     one = [{**s, "speaker": "Speaker 1"} for s in two]
     cues, _ = build_cues(one, rules, 20.0)
     assert "[Speaker" not in to_srt(cues)
+    # every block ends with a blank line, the last one too (what openai-whisper and the srt library write)
+    import srt
+
+    assert text.endswith("\n\n") and text == srt.compose(srt.parse(text), reindex=False, strict=False)
 
 
 def test_help_lists_model_and_decoding_first_and_cue_layout_late():
@@ -171,6 +175,19 @@ def test_speaker_names_by_order_of_appearance(tmp_path):
         "Walter",
     ]
     assert "<v Walter>" in (tmp_path / "ep.vtt").read_text()
+
+
+def test_an_empty_speaker_name_keeps_that_speaker_s_number_and_the_names_after_it_in_place(tmp_path):
+    """``--speaker-names ",Walter"``: the first speaker has no name given; dropping the empty one named Speaker 1
+    Walter."""
+    from pipeline.cli.settings import DEFAULTS, cue_rules
+    from pipeline.export import write_outputs
+
+    for given in (",Walter", " , Walter,", ["", "Walter"]):
+        rules = cue_rules({**DEFAULTS, "speaker_names": given})
+        assert rules.speaker_names == ("", "Walter"), given
+        write_outputs({**ROW, "paths": ["/x/ep.mp3"]}, rows(speakers=True), ["txt"], tmp_path, rules, {})
+        assert (tmp_path / "ep.txt").read_text() == "Speaker 1: Welcome back.\n\nWalter: Thanks for having me.\n"
 
 
 def test_speaker_names_per_show_from_a_job_file_reach_each_show_s_files(tmp_path):

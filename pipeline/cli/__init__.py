@@ -1,11 +1,12 @@
-"""podscribe command line: transcribe, run (job files), status, export, models list|import, distill.
+"""podscribe command line: transcribe, run (job files), status, export, search, site, models list|import, distill.
 
 ``group.py`` the command group and whisper's spellings; ``flags.py`` the click options, generated from the option
 table (``pipeline/options.py``); ``settings.py`` defaults, job file and flags merged, checked and made into the
-option objects; ``jobs.py`` transcribe and run; ``tools.py`` status, export, models.
+option objects; ``jobs.py`` transcribe and run; ``tools.py`` status, export, models;
+``browse.py`` search and site (pipeline/browse/).
 """
 
-from . import jobs, tools  # noqa: F401 (they attach their commands to the group)
+from . import browse, jobs, tools  # noqa: F401 (they attach their commands to the group)
 from .group import main
 
 __all__ = ["main"]

@@ -1,5 +1,5 @@
-"""The command group: whisper's spellings of flags (``--output_format``, ``--verbose True``) read as podscribe's,
-and the -v/--verbose option every command takes."""
+"""The command group: whisper's spellings of flags (``--output_format``, ``--word_timestamps True``) read as
+podscribe's, and the -v/--verbose option every command takes."""
 
 from __future__ import annotations
 
@@ -29,32 +29,54 @@ verbose_option = click.option(
 )
 
 
-def whisper_verbose(args: list[str]) -> list[str]:
-    """openai-whisper's ``--verbose True`` / ``--verbose False`` (and ``=True``) as podscribe's flag: ``-v`` for
-    True, nothing for False (anywhere before ``--``; without the value it is the flag as ever)."""
+def _switches() -> dict[str, tuple[str, str]]:
+    """Every --x/--no-x switch of the option table (and --verbose), dashed: its on and off flags (off: None
+    for --verbose, which is a flag, not a switch)."""
+    from ..options import OPTIONS  # light: no torch
+
+    found: dict[str, tuple[str, str | None]] = {"--verbose": ("--verbose", None)}
+    for option in OPTIONS:
+        if option.kind == "switch":
+            for spelling in option.flags:
+                on, _, off = spelling.partition("/")
+                found[on] = (on, off)
+    return found
+
+
+def whisper_booleans(args: list[str]) -> list[str]:
+    """openai-whisper's ``--verbose True|False`` and ``--word_timestamps True|False`` (and ``=True``), for every
+    switch: True is the flag (``-v`` for --verbose), False its ``--no-`` form (nothing for --verbose); anywhere
+    before ``--``. Without a value a flag is what it was. (Read as an input, ``False`` was a missing file and the
+    switch turned on.)"""
+    switches = _switches()
     out, rest = [], list(args)
     while rest:
         token = rest.pop(0)
         if token == "--":
             return out + [token] + rest
         flag, eq, value = token.partition("=")
-        if normalize_token(flag) != "--verbose":
+        flag = normalize_token(flag)
+        if flag not in switches:
             out.append(token)
             continue
         if not eq and rest and rest[0].lower() in ("true", "false"):
             value = rest.pop(0)
         if eq and value.lower() not in ("true", "false"):
-            raise click.UsageError(f"{token}: --verbose takes True or False (or no value)")
+            raise click.UsageError(f"{token}: {flag} takes True or False (or no value)")
+        on, off = switches[flag]
         if not value or value.lower() == "true":
-            out.append("--verbose")
+            out.append(on)
+        elif off is not None:
+            out.append(off)
     return out
 
 
 class WhisperArgsGroup(click.Group):
-    """The command group, reading whisper's ``--verbose True|False`` before click parses the arguments."""
+    """The command group, reading whisper's ``--verbose True|False`` (and every switch's) before click parses the
+    arguments."""
 
     def parse_args(self, ctx, args):
-        return super().parse_args(ctx, whisper_verbose(args))
+        return super().parse_args(ctx, whisper_booleans(args))
 
 
 @click.group(

@@ -3,6 +3,7 @@ summary."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -18,7 +19,7 @@ from ..errors import PodscribeError
 from ..export import FORMATS
 from .flags import SectionedCommand, job_flags
 from .group import main
-from .settings import job_options, merge_settings, whisper_job_name
+from .settings import check, job_options, merge_settings, whisper_job_name
 
 DEFAULT_JOB_DIR = "podscribe-manifests"
 URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
@@ -37,9 +38,12 @@ def _log_to(path: Path | None) -> None:
 
 
 class Stopper:
-    """Ctrl-C and SIGTERM (systemd, docker, Kubernetes, cron wrappers) both stop a run cleanly: the batch in
-    hand is finished and saved. SIGTERM allows it PODSCRIBE_STOP_GRACE_S seconds (default 8, inside docker's
-    10 s) before the batch is dropped — it is decoded again on resume. A second signal stops at once."""
+    """Ctrl-C, SIGTERM (systemd, docker, Kubernetes, cron wrappers) and SIGHUP (the terminal or ssh session went
+    away) all stop a run cleanly: the batch in hand is finished and saved. SIGTERM and SIGHUP allow it
+    PODSCRIBE_STOP_GRACE_S seconds (default 8, inside docker's 10 s) before the batch is dropped — it is decoded
+    again on resume. A second signal stops at once. (SIGHUP's default ended the process with its batch lost.)"""
+
+    GRACED = (signal.SIGTERM, *((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()))
 
     def __init__(self):
         self.event = threading.Event()
@@ -52,22 +56,30 @@ class Stopper:
         self.event.set()
         self.signum = signum
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        if signum == signal.SIGTERM and self.grace_s > 0 and hasattr(signal, "setitimer"):
+        if signum in self.GRACED and self.grace_s > 0 and hasattr(signal, "setitimer"):
             signal.signal(signal.SIGALRM, self._too_late)
             signal.setitimer(signal.ITIMER_REAL, self.grace_s)
-            click.echo(f"\n{name}: stopping after the batch in hand (at most {self.grace_s:g} s)", err=True)
+            say(f"\n{name}: stopping after the batch in hand (at most {self.grace_s:g} s)")
         else:
-            click.echo(f"\n{name}: stopping after the batch in hand (again to stop at once)", err=True)
+            say(f"\n{name}: stopping after the batch in hand (again to stop at once)")
 
     def _too_late(self, _signum, _frame):
         raise KeyboardInterrupt
 
     @property
     def exit_code(self) -> int:
-        return errors.EXIT_SIGTERM if self.signum == signal.SIGTERM else errors.EXIT_SIGINT
+        if self.signum == signal.SIGTERM:
+            return errors.EXIT_SIGTERM
+        return errors.EXIT_SIGHUP if self.signum == getattr(signal, "SIGHUP", None) else errors.EXIT_SIGINT
 
     def install(self) -> dict:
-        return {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return {sig: signal.signal(sig, self) for sig in (signal.SIGINT, *self.GRACED)}
+
+
+def say(line: str) -> None:
+    """A line on stderr that a terminal gone away (SIGHUP: writing fails) does not turn into a traceback."""
+    with contextlib.suppress(OSError):
+        click.echo(line, err=True)
 
 
 def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> None:
@@ -79,10 +91,9 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         )
     options = job_options(out_dir, settings, flags)
     if flags.get("dry_run"):
-        from ..dryrun import plan, rate_key
+        from ..dryrun import plan
 
-        key = rate_key(settings["model"], settings["compute_type"], settings["device"])
-        click.echo(plan(inputs, key, options.cache_dir))
+        click.echo(plan(inputs, options, _workers(settings)))
         return
     _log_to(flags.get("log_file"))
     stopper = Stopper()
@@ -98,9 +109,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         else:
             summary = engines.run_processes(inputs, engines.for_rank(options), settings["workers"] or 1, stopper.event)
     except (Interrupted, KeyboardInterrupt):
-        click.echo(
-            f"stopped; everything decoded so far is saved in {out_dir}. Rerun the same command to resume.", err=True
-        )
+        say(f"stopped; everything decoded so far is saved in {out_dir}. Rerun the same command to resume.")
         sys.exit(stopper.exit_code)
     except PodscribeError as exc:
         click.echo(f"Error: {exc}", err=True)
@@ -113,9 +122,17 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
             signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    from ..dryrun import rate_key, record_run
+
+    record_run(rate_key(options, _workers(settings)), summary.decoded, options.cache_dir)  # for --dry-run
     _report(summary)
     if not (summary.done or summary.already_done or summary.relabelled or summary.by_others or summary.elsewhere):
         sys.exit(errors.EXIT_NO_INPUT_SUCCEEDED)
+
+
+def _workers(settings: dict) -> int:
+    """How many workers a run of these settings starts (a Ray run without --workers: one per node, unknown here)."""
+    return int(settings.get("workers") or 1)
 
 
 def report_kept(kept) -> None:
@@ -152,6 +169,8 @@ def _report(summary) -> None:
         click.echo(f"subtitles: {len(summary.subtitles)} files in {summary.subtitles[0].parent.resolve()}")
     elif summary.subtitles_left:
         click.echo("subtitles: other workers are still at work; the last one to finish writes them")
+    if summary.site:
+        click.echo(f"site: {summary.site / 'index.html'}")
     report_kept(summary.kept)
 
 
@@ -175,15 +194,34 @@ def transcribe(inputs, out_dir, **flags) -> None:
     ./podscribe-manifests/<model>-<language>-<hash> (one job per configuration).
     Exits 1 when no input succeeded.
     """
-    settings = merge_settings(flags)
+    settings = merge_settings(flags, asked=_asked(flags))
     if out_dir is None:  # whisper mode: one job per configuration, in the output folder
         settings["output_dir"] = settings["output_dir"] or "."
         settings["outputs_named_only"] = True
         if flags.get("subtitles") is None:
             settings["subtitles"] = list(FORMATS)
-            settings["word_timestamps"] = True if flags.get("word_timestamps") is None else settings["word_timestamps"]
-        out_dir = Path(settings["output_dir"]) / DEFAULT_JOB_DIR / whisper_job_name(settings)
+        if settings["word_timestamps"] is None:
+            settings["word_timestamps"] = True  # for the subtitles
+        out_dir = whisper_job_dir(Path(settings["output_dir"]), settings)
     _execute(list(inputs), out_dir, settings, flags)
+
+
+def whisper_job_dir(output_dir: Path, settings: dict) -> Path:
+    """The folder of a whisper-mode job: its name from the resolved configuration, after the arguments are
+    checked (resolving it loads torch); a folder an older version named for the same command is kept."""
+    check(output_dir, settings)
+    jobs = output_dir / DEFAULT_JOB_DIR
+    resolved, spelled = jobs / whisper_job_name(settings), jobs / whisper_job_name(settings, resolved=False)
+    return spelled if spelled.is_dir() and not resolved.exists() else resolved
+
+
+def _asked(flags: dict) -> set[str]:
+    """The flags the command line gave (click fills in the defaults it shows: those were not asked for)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.PROMPT)
+    return {key for key in flags if ctx.get_parameter_source(key) in given}
 
 
 @main.command("run", cls=SectionedCommand)
@@ -203,4 +241,4 @@ def run_job(job_file, out_dir, **flags) -> None:
         inputs = jobfile.inputs_of(job)
     except jobfile.JobFileError as exc:
         raise click.UsageError(str(exc)) from exc
-    _execute(inputs, out_dir or jobfile.out_dir_of(job), merge_settings(flags, job), flags)
+    _execute(inputs, out_dir or jobfile.out_dir_of(job), merge_settings(flags, job, _asked(flags)), flags)

@@ -34,7 +34,8 @@ def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
         hint = (
             "; the jobs in it: " + ", ".join(str(p) for p in below)
             if below
-            else " (a job dir has job.json and files/; `transcribe --out DIR` or `-o DIR` makes one)"
+            else " (a job dir has job.json and files/: `transcribe --out DIR` makes one; without --out, the jobs are "
+            "in <output folder>/podscribe-manifests/)"
         )
         raise click.UsageError(f"{job_dir} is not a podscribe job{hint}")
     state = job_status(job_dir)
@@ -75,6 +76,8 @@ def export_cmd(job_dir, formats, out_dir, **cue) -> None:
     from ..export import export_job
 
     rules = cue_rules(cue)
+    if cue.get("speaker_names") is None:  # the names the job was run with (a job file's, per show too)
+        rules = recorded_speaker_names(job_dir, rules)
     problems: list[str] = []
     try:
         written = export_job(job_dir, output_formats(formats), out_dir, rules, problems)
@@ -84,12 +87,42 @@ def export_cmd(job_dir, formats, out_dir, **cue) -> None:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
     paths = written.paths
-    click.echo(f"{len(paths)} files written" + (f" to {paths[0].parent}" if paths else ""))
+    up_to_date = f", {len(written.up_to_date)} already up to date" if written.up_to_date else ""
+    click.echo(f"{written.fresh} files written{up_to_date}" + (f" in {paths[0].parent}" if paths else ""))
+    left = [f"{n} {what}" for n, what in ((written.pending, "not done yet"), (written.failed, "failed")) if n]
+    if left:
+        click.echo(
+            f"  not exported: {' and '.join(left)} of the job's inputs (`podscribe status {job_dir} --files`)",
+            err=True,
+        )
     report_kept(written.kept)
+    damage = [p for p in problems if p not in written.skipped]
     for problem in problems:
         click.echo(f"  skipped: {problem}", err=True)
-    if problems:
+    if damage:
         sys.exit(errors.EXIT_DAMAGED_STATE)
+    if written.skipped:
+        sys.exit(errors.EXIT_STORAGE)
+
+
+def recorded_speaker_names(job_dir: Path, rules):
+    """``rules`` with the speaker names the job recorded (job.json ``speaker_names``: its run's --speaker-names or
+    job file's list and table per show); as they are where it recorded none."""
+    from dataclasses import replace
+
+    from ..errors import DamagedState
+    from ..manifest import JobDir
+
+    try:
+        recorded = (JobDir(job_dir).read_job() or {}).get("speaker_names") or {}
+        names, by_show = recorded.get("names") or [], recorded.get("by_show") or []
+        return replace(
+            rules,
+            speaker_names=tuple(map(str, names)),
+            show_speaker_names=tuple((str(key), tuple(map(str, show))) for key, show in by_show),
+        )
+    except (DamagedState, AttributeError, TypeError, ValueError):  # none, or not as a run records them
+        return rules
 
 
 @main.group()

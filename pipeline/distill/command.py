@@ -63,8 +63,10 @@ def distill_command(sources, out_dir, vocab, checkpoint_every, **flags) -> None:
     except ValueError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    from ..runtime import quiet_libraries
     from .train import distill, report
 
+    quiet_libraries()  # transformers' weight-loading bars and notices, as a transcription has none
     try:
         result = distill(list(sources), out_dir, options, echo=lambda m: click.echo(m, err=True))
     except PodscribeError as exc:

@@ -60,6 +60,7 @@ class JobOptions:
     max_attempts: int = workers.MAX_ATTEMPTS  # watched deaths of a suspect file decoded alone before it fails
     diarize: DiarizeOptions | None = None  # speaker labels (None: none)
     writes_outputs: bool = True  # False for the workers an engine starts: the process that started them writes
+    site: Path | None = None  # a transcript site kept up to date as files are done (pipeline/browse/site)
 
 
 def job_config(options: JobOptions, models: Models) -> dict:

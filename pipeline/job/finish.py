@@ -10,7 +10,10 @@ import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
 
 from .. import audio, isolate, outputs, progress, tables, workers
 from ..audio import AudioError
@@ -20,7 +23,7 @@ from ..manifest import JobDir
 from ..rows import SegmentRow
 from .config import JobOptions
 from .onefile import FileContext, Predecoded, base_row, now, run_one, with_labels
-from .state import Task, needs_labels, quarantine_damaged
+from .state import ContentChanged, Task, check_unchanged, needs_labels, quarantine_damaged
 from .stream import Stream
 from .summary import JobSummary
 from .trace import trace
@@ -49,12 +52,19 @@ class FileWork:
 
     def write_outputs(self, row: dict, segments: list[SegmentRow]) -> None:
         """A file's outputs (txt, srt, ...) as soon as its row is done or relabelled: a job stopped at 6 a.m.
-        has every finished episode's files."""
+        has every finished episode's files (and its site, the episode's page)."""
+        self.write_subtitles(row, segments)
+        update_site(self.job, self.options, self.summary)
+
+    def write_subtitles(self, row: dict, segments: list[SegmentRow]) -> None:
         options = self.options
         if not options.subtitles:
             return
         out_dir = options.output_dir or options.out_dir / "subtitles"
         problems: list[str] = []
+        # As the tables give them back (float32 word probabilities): the job's end and `export` write from the
+        # tables, and the same bytes leave these files as they are (from memory, every JSON was written twice).
+        segments = pa.Table.from_pylist(segments, schema=tables.SEGMENTS_SCHEMA).to_pylist()
         written = write_outputs(
             row, segments, options.subtitles, out_dir, options.cue_rules, self.names, self.only, problems
         )
@@ -93,6 +103,7 @@ class FileWork:
                 self.summary.by_others += 1  # another worker labelled it in the meantime
                 finished = None
             elif task.relabel and row is not None:
+                check_unchanged(task)  # labels from other audio than the transcript's
                 finished = relabel_one(ctx, row, self.summary)
             else:
                 finished = run_one(ctx, self.summary)
@@ -100,8 +111,25 @@ class FileWork:
                 self.write_outputs(*finished)
 
     def decode_unclaimed(self, task: Task, probed, duration_s: float) -> None:
-        """In the child that decodes a suspect file alone: its worker holds the claim."""
-        self.decode_file(task, self.job.file_row(task.file_id), probed, duration_s)
+        """In the child that decodes a suspect file alone: its worker holds the claim. A file whose content changed
+        is left to the next run (its new content is another file, with a claim of its own)."""
+        try:
+            self.decode_file(task, self.job.file_row(task.file_id), probed, duration_s)
+        except ContentChanged:
+            self.job.drop_partial(task.file_id)
+            warning = "its content changed while it was decoded: nothing kept; the next run decodes its new content"
+            self.summary.warnings.append((str(task.refs[0].path), warning))
+            log.warning("%s: %s", task.refs[0].path, warning)
+
+    def content_changed(self, changed: ContentChanged) -> Task:
+        """A file whose content changed under its claim: its checkpoints (maybe of the new audio) dropped, said;
+        the task that decodes its new content."""
+        self.job.drop_partial(changed.task.file_id)
+        path = changed.task.refs[0].path
+        self.summary.warnings.append((str(path), changed.warning))
+        log.warning("%s: %s", path, changed.warning)
+        trace("changed", changed.task.file_id, 0)
+        return changed.new_task()
 
     def fail_poisoned(self, task: Task, probed, deaths: int, died: isolate.Died) -> None:
         ctx = self.context(task, probed)
@@ -171,3 +199,22 @@ def export_at_end(job: JobDir, options: JobOptions, named: list[str], only: set[
     problems: list[str] = []
     summary.wrote(outputs.export_recorded(job.root, recorded, problems, only=only, named=named))
     summary.warnings += [(str(outputs.folder(job.root, recorded)), problem) for problem in problems]
+
+
+def update_site(job: JobDir, options: JobOptions, summary: JobSummary) -> None:
+    """The job's site (``site`` in a job file, ``--site``) brought up to date: built as files finish and once at
+    the end, each build changing only what changed (pipeline/browse/site). A site that cannot be built is a
+    warning: the transcripts are what the job is for."""
+    if not options.site:
+        return
+    from ..browse.site import SiteOptions, build_site
+    from ..errors import PodscribeError
+
+    try:
+        result = build_site([job.root], SiteOptions(Path(options.site), add_jobs=True))
+    except PodscribeError as exc:
+        summary.warnings.append((str(options.site), f"the site was not updated: {exc}"))
+        log.warning("the site %s was not updated: %s", options.site, exc)
+        return
+    summary.kept += [k for k in result.kept if k not in summary.kept]
+    summary.site = result.out

@@ -4,29 +4,11 @@ expanded; each path absolute (job.json and the tables must mean the same file fr
 from __future__ import annotations
 
 import glob
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-AUDIO_EXTENSIONS = {
-    ".mp3",
-    ".m4a",
-    ".m4b",
-    ".aac",
-    ".opus",
-    ".ogg",
-    ".oga",
-    ".flac",
-    ".wav",
-    ".mp4",
-    ".m4v",
-    ".mkv",
-    ".mka",
-    ".webm",
-    ".mov",
-    ".wma",
-    ".aif",
-    ".aiff",
-}
+from ..audio import AUDIO_EXTENSIONS
 
 
 @dataclass
@@ -35,16 +17,30 @@ class InputRef:
     error: str | None = None  # known-bad before any decoding (no match, empty directory)
 
 
+def absolute(path: Path) -> Path:
+    """``path`` absolute and without ``..``, as the files rows keep it (``manifest.row_paths``): ``../in/ep.wav``
+    given as such matched no row, and whisper mode wrote none of its outputs. Where a symbolic link before the
+    ``..`` makes the short form another file, the resolved path."""
+    path = path.absolute()
+    if ".." not in path.parts:
+        return path
+    short = Path(os.path.normpath(path))
+    try:
+        return short if os.path.samefile(short, path) else path.resolve()
+    except OSError:  # either one missing: the short form (what a row of it would say)
+        return short if not path.exists() else path.resolve()
+
+
 def expand_inputs(inputs: list[str]) -> list[InputRef]:
     """Files as given; folders searched recursively for audio/video; glob patterns expanded."""
     refs: list[InputRef] = []
     for raw in inputs:
-        path = Path(raw).expanduser().absolute()
+        path = absolute(Path(raw).expanduser())
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_EXTENSIONS)
             refs += [InputRef(p) for p in found] or [InputRef(path, f"directory has no audio files ({path})")]
         elif not path.exists() and any(c in raw for c in "*?["):
-            found = sorted(Path(p).absolute() for p in glob.glob(raw, recursive=True) if Path(p).is_file())
+            found = sorted(absolute(Path(p)) for p in glob.glob(raw, recursive=True) if Path(p).is_file())
             refs += [InputRef(p) for p in found] or [InputRef(path, f"no file matches {raw!r}")]
         else:
             refs.append(InputRef(path))

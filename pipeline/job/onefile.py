@@ -26,6 +26,7 @@ from ..rows import PieceRow, SegmentRow
 from ..runtime import return_freed_memory
 from ..stitch import stitch
 from . import Interrupted
+from .state import check_unchanged
 from .stream import Stream, read, with_last
 from .trace import crash_test, trace
 
@@ -153,6 +154,7 @@ def _decode_batch(
     for p in pieces:
         trace("decoded", ctx.file_id, p.index)
     if checkpoint:
+        check_unchanged(ctx.task)  # a checkpoint of other audio under this content's id would be resumed from
         ctx.job.write_partial(
             ctx.file_id, pieces[0].index, [tables.partial_row(ctx.file_id, p, r) for p, r in zip(pieces, results)]
         )
@@ -239,12 +241,14 @@ def run_one(ctx: FileContext, summary: JobSummary) -> tuple[dict, list[SegmentRo
         outcome, segments, pieces = tables.file_failed(f"decoding failed: {type(exc).__name__}: {exc}"), [], []
     wall = time.monotonic() - t0 + (ctx.ready.wall_s if ctx.ready else 0.0)
     row = tables.file_closed({**identity, **outcome}, wall, now(), ctx.transcriber.mode)
+    check_unchanged(ctx.task)  # what was read may be the new content: never written under the old id
     ctx.job.write_file(row, segments, pieces)
     for piece in pieces:
         trace("persisted", ctx.file_id, piece["piece"])
     if row["status"] == "done":
         summary.done += 1
         summary.audio_s += row["duration_s"]
+        summary.decoded.append((row["duration_s"] or 0.0, row["wall_s"] or 0.0))
         if row["warnings"]:
             summary.warnings.append((str(ctx.path), row["warnings"]))
         log.info(

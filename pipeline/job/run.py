@@ -9,19 +9,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import dryrun, outputs, progress, workers
+from .. import outputs, progress, workers
 from ..errors import DamagedState
 from ..export import check_writable
 from ..manifest import JobDir, row_paths
 from ..outputs import output_names
 from . import state
 from .config import JobOptions, check_config, job_config, job_models, load_diarizer, output_hash, set_threads
-from .finish import export_at_end
+from .finish import export_at_end, update_site
 from .inputs import InputRef, expand_inputs
 from .schedule import Worker
 from .state import Task
@@ -47,40 +48,68 @@ def run(
     set_threads(options)
     summary = JobSummary(Path(options.out_dir))
     registration = workers.Registration(job.root)
+    stopped_yet(stop)  # Ctrl-C while the command started: no model loaded, no job dir made
     if models is None:  # before the lock: the workers of a launch load their models at the same time
         models = job_models(options)
     diarizer = load_diarizer(options)
     transcriber = Transcriber(models, options.decode)  # options the model refuses: before the job dir is made
     if options.subtitles and options.writes_outputs:  # a read-only -o found now, not after the night's decoding
         check_writable(Path(options.output_dir) if options.output_dir else job.root / "subtitles")
-    with job.locked():
-        config = job_config(options, models)
-        todo, seen, names = prepare(refs, job, config, options, summary, registration)
-        registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
-    only = {str(ref.path) for ref in refs} if options.outputs_named_only else None
+    stopped_yet(stop)  # during the load: the job dir is not made
+    if options.site:  # a --site that is a file, or another folder, is said now
+        from ..browse.site.build import check_out
+
+        check_out(Path(options.site).absolute())
+    # Until every file is probed: a first run over 2,000 new files reads them for minutes before decoding.
+    planning = workers.Planning(
+        job.root, say=functools.partial(progress.say, enabled=options.progress, file=sys.stderr)
+    )
     try:
-        transcriber.stop = stop
-        transcriber.notify = functools.partial(second_chance, shown=options.progress)
-        worker = Worker(
-            job=job,
-            transcriber=transcriber,
-            options=options,
-            config_hash=output_hash(config),
-            stop=stop,
-            summary=summary,
-            seen=seen,
-            diarizer=diarizer,
-            names=names,
-            only=only,
-        )
-        worker.decode_all(todo)
+        with job.locked():
+            planning.__enter__()
+            try:
+                config = job_config(options, models)
+                todo, seen, names = prepare(refs, job, config, options, summary, registration, planning)
+                registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
+            except BaseException:  # a job dir this run made and wrote nothing into is removed (JobDir.locked)
+                planning.__exit__()
+                with contextlib.suppress(OSError):
+                    (job.root / "workers").rmdir()
+                raise
+        only = {str(ref.path) for ref in refs} if options.outputs_named_only else None
+        try:
+            transcriber.stop = stop
+            transcriber.notify = functools.partial(second_chance, shown=options.progress)
+            worker = Worker(
+                job=job,
+                transcriber=transcriber,
+                options=options,
+                config_hash=output_hash(config),
+                stop=stop,
+                summary=summary,
+                seen=seen,
+                diarizer=diarizer,
+                names=names,
+                only=only,
+                planning=planning,
+            )
+            worker.decode_all(todo)
+        finally:
+            registration.__exit__()
     finally:
-        registration.__exit__()
+        planning.__exit__()
     export_at_end(job, options, [str(ref.path) for ref in refs], only, summary)
+    update_site(job, options, summary)  # failed rows and files done by others since this worker's last build
     summary.wall_s = time.monotonic() - start
-    key = dryrun.rate_key(options.model, options.compute_type, options.device)
-    dryrun.record_rate(key, summary.audio_s, summary.wall_s, options.cache_dir)  # for --dry-run's estimate
     return summary
+
+
+def stopped_yet(stop: threading.Event) -> None:
+    """Interrupted if a stop came (before the job dir exists: a stop then leaves nothing behind)."""
+    if stop.is_set():
+        from . import Interrupted
+
+        raise Interrupted()
 
 
 def second_chance(line: str, shown: bool) -> None:
@@ -97,6 +126,7 @@ def prepare(
     options: JobOptions,
     summary: JobSummary,
     registration: workers.Registration,
+    planning: workers.Planning | None = None,
 ) -> tuple[list[Task], dict[str, str | None], dict[str, str]]:
     """Planning, under the preparation lock: --restart, the configuration check, job.json, what is left.
 
@@ -106,21 +136,33 @@ def prepare(
     since was written by another worker), and the output file name of each input path."""
     others = workers.live_workers(job.root, besides=registration.path)
     if options.restart:
-        state.restart(job, others)
+        summary.warnings += state.restart(job, others)
     rows = state.readable_rows(job)
     check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
     wanted = outputs.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
+    earlier = {}
+    with contextlib.suppress(DamagedState):
+        earlier = job.read_job() or {}
     if others:
-        earlier = {}
-        with contextlib.suppress(DamagedState):
-            earlier = job.read_job() or {}
         inputs = list(dict.fromkeys([*earlier.get("inputs", []), *inputs]))
         wanted = outputs.join(earlier.get("outputs"), wanted, job.root)
-    job.write_job(config, inputs, wanted)
-    todo = state.plan(refs, job, rows, options, summary)
+    job.write_job(config, inputs, wanted, speaker_names(options) or earlier.get("speaker_names"))
+    todo = state.plan(refs, job, rows, options, summary, planning)
     names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
     return todo, {r["file_id"]: r.get("finished_at") for r in rows}, names
+
+
+def speaker_names(options: JobOptions) -> dict | None:
+    """The run's speaker names (--speaker-names, a job file's list and table per show) as job.json keeps them, for
+    ``export`` (None: none given; the job's earlier ones stay)."""
+    rules = options.cue_rules
+    if not (rules.speaker_names or rules.show_speaker_names):
+        return None
+    return {
+        "names": list(rules.speaker_names),
+        "by_show": [[key, list(names)] for key, names in rules.show_speaker_names],
+    }
 
 
 def restart_job(root: Path, restart: bool) -> None:

@@ -8,10 +8,11 @@ workers are tried again after a pass (their worker may have died), until a pass 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import audio, isolate, probes, progress, workers
@@ -20,7 +21,7 @@ from ..runtime import return_freed_memory
 from . import Interrupted
 from .finish import FileWork
 from .onefile import LanguageLock, Predecoded
-from .state import Task
+from .state import ContentChanged, Task
 from .stream import Lookahead, Stream, read
 from .trace import crash_test, trace
 
@@ -33,13 +34,17 @@ class Worker(FileWork):
 
     alone: bool = False  # a child process decoding suspect files alone for its worker (isolate.py)
     watched: isolate.Watched | None = None  # that child, seen from its worker
+    planning: workers.Planning | None = None  # planning said (run.py): ended once every file is probed
+    changed: list[Task] = field(default_factory=list)  # files whose content changed: their new content, to decode
 
     def decode_all(self, todo: list[Task]) -> None:
         """Longest first, suspects last (a process died on them: isolate.py); each file only under its claim.
         Files held by other workers are tried again after a pass (their worker may have died), until a pass
         finds nothing to take."""
         job, summary = self.job, self.summary
-        probed = probe_all(todo, job.root)
+        probed = probe_all(todo, job.root, self.planning)
+        if self.planning is not None:
+            self.planning.__exit__()
         durations = {
             k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
         }
@@ -48,6 +53,7 @@ class Worker(FileWork):
         with progress.job_bar(sum(durations.values()), self.options.progress) as job_bar:
             looked_again = False
             lookahead = Lookahead(self.job, self.transcriber, self.options.cut, probed)
+            ahead: dict[str, int | None] = {}  # the next group, held (claims/*.lock, not counted) before it is read
             try:
                 while pending:
                     busy = []
@@ -57,20 +63,30 @@ class Worker(FileWork):
                             raise Interrupted()
                         group = self._group(pending, at, probed)
                         at += len(group)
+                        holds = {task.file_id: ahead.pop(task.file_id, None) for task in group}
+                        self._let_go(ahead)  # held ahead but not in this group after all (a content changed)
                         claims = []
                         for task in group:
-                            held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id))
+                            fd = holds[task.file_id]
+                            held = workers.claim(job.root, task.file_id, job.persisted_batches(task.file_id), fd)
                             if held is None:
                                 busy.append(task)
                                 continue
-                            if self._finished_by_others(task, held):
+                            if self._finished_by_others(task, held) or self._changed_since_planned(task, held):
                                 continue
                             trace("claimed", task.file_id, held.deaths)
                             claims.append((task, held))
                         streams = lookahead.take([task for task, _ in claims])
-                        if at < len(pending):  # read the next group while this one decodes
-                            lookahead.open(self._group(pending, at, probed))
+                        # The next group read while this one decodes, once held (no other worker reads it): only
+                        # after a batch of short files, which would wait on ffmpeg between batches. A long file
+                        # decodes for minutes and reads its own pieces ahead (Stream); holding the next file all
+                        # that time would keep it from a worker left idle at the job's tail.
+                        if at < len(pending) and all(self._one_piece(task, probed) for task in group):
+                            following = self._group(pending, at, probed)
+                            ahead = self._hold(following)
+                            lookahead.open([task for task in following if ahead[task.file_id] is not None])
                         self._decode_claims(claims, probed, durations, job_bar, streams)
+                        pending += self._new_contents(probed, durations)
                     if len(busy) < len(pending):
                         looked_again = False
                     elif looked_again:  # held twice in a row: their workers are at them
@@ -82,8 +98,30 @@ class Worker(FileWork):
                     pending = busy
             finally:
                 lookahead.close()
+                self._let_go(ahead)
                 if self.watched is not None:
                     self.watched.close()
+
+    def _hold(self, group: list[Task]) -> dict[str, int | None]:
+        """Each file's claim lock taken (None where another worker holds it), for reading it ahead: no other
+        worker reads it meanwhile. One finished by another worker since the plan is let go again (not read)."""
+        holds = {}
+        for task in group:
+            fd = workers.hold(self.job.root, task.file_id)
+            row = self.job.file_row(task.file_id) if fd is not None else None
+            if row is not None and row.get("finished_at") != self.seen.get(task.file_id):
+                os.close(fd)  # its claim finds it done, and counts it as done by others
+                fd = None
+            holds[task.file_id] = fd
+        return holds
+
+    @staticmethod
+    def _let_go(holds: dict[str, int | None]) -> None:
+        """Drop the locks of files held ahead and not claimed (another worker may take them now)."""
+        for fd in holds.values():
+            if fd is not None:
+                os.close(fd)
+        holds.clear()
 
     def _finished_by_others(self, task: Task, held: workers.Claim) -> bool:
         """Whether another worker wrote the file's row after this one planned (checked as soon as it is claimed:
@@ -97,6 +135,27 @@ class Worker(FileWork):
         held.finish()
         held.release()
         return True
+
+    def _changed_since_planned(self, task: Task, held: workers.Claim) -> bool:
+        """Whether the file's content changed between planning and this claim (renamed over, rewritten): then its
+        new content is decoded instead, under its own id and claim."""
+        new_id = task.changed()
+        if new_id is None:
+            return False
+        held.finish()
+        held.release()
+        self.changed.append(self.content_changed(ContentChanged(task, new_id)))
+        return True
+
+    def _new_contents(self, probed: dict, durations: dict) -> list[Task]:
+        """The tasks of files whose content changed under this worker, probed: decoded in this pass."""
+        found, self.changed = self.changed, []
+        if found:
+            probed.update(probe_all(found, self.job.root))
+            for task in found:
+                info = probed[task.file_id]
+                durations[task.file_id] = info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0
+        return found
 
     def _group(self, pending: list[Task], at: int, probed: dict) -> list[Task]:
         """The task at ``at``; if it is a file of one piece, the one-piece files right after it too, up to the
@@ -219,6 +278,10 @@ class Worker(FileWork):
             return
         try:
             self.decode_file(task, row, probed, duration_s, ready, stream)
+        except ContentChanged as changed:
+            held.finish()
+            self.changed.append(self.content_changed(changed))
+            return
         except BaseException:
             held.give_back()  # the worker lives: a clean stop or a full disk is no death
             raise
@@ -261,15 +324,24 @@ class Worker(FileWork):
             self.write_outputs(row, self.job.read("segments", {task.file_id}).to_pylist())
 
 
-def probe_all(tasks: list[Task], root: Path) -> dict[str, audio.AudioInfo | AudioError | None]:
+def probe_all(
+    tasks: list[Task], root: Path, planning: workers.Planning | None = None
+) -> dict[str, audio.AudioInfo | AudioError | None]:
     """Every file probed (None for one that only needs labels) before the first is decoded: files go longest
     first. A content probed before (by any run or worker of the job) is not probed again (probes.py). An
-    ffprobe run is mostly process start-up, so a few run at once (measured: decision 0021)."""
+    ffprobe run is mostly process start-up, so a few run at once (measured: decision 0021). ``planning``
+    is told as they come back."""
     cache = probes.ProbeCache(root)
     known = {task.file_id: cache.get(task.file_id) for task in tasks if not task.problem}
     left = [task for task in tasks if not task.relabel and known.get(task.file_id) is None]
+    found = {}
+    if planning is not None:
+        planning.step("ffprobe", 0, len(left))
     with ThreadPoolExecutor(max_workers=4) as pool:
-        found = dict(zip((task.file_id for task in left), pool.map(probe, left)))
+        for task, info in zip(left, pool.map(probe, left)):
+            found[task.file_id] = info
+            if planning is not None:
+                planning.step("ffprobe", len(found), len(left))
     for file_id, info in found.items():
         if isinstance(info, audio.AudioInfo):
             cache.put(file_id, info)

@@ -11,12 +11,14 @@ missing); copies of one content decode once and keep every path (decision 0001).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import workers
-from ..identity import Fingerprints, Identity, legacy_fingerprint, path_id
+from ..identity import Fingerprints, Identity, content_since, legacy_fingerprint, path_id
 from ..manifest import JobDir, row_paths
+from ..outputs import OutputDir
 from .config import speaker_config
 from .inputs import InputRef
 
@@ -35,10 +37,45 @@ class Task:
     refs: list[InputRef]
     problem: str | None = None  # why it cannot be read (its failed row says so)
     relabel: bool = False  # done, but its speaker labels are missing or were made with other --diarize options
+    stat_key: tuple | None = None  # size, mtime, inode, device of refs[0] when it was found to hold file_id
 
     @property
     def paths(self) -> list[str]:
         return [str(r.path) for r in self.refs]
+
+    def changed(self) -> str | None:
+        """The id of what the path it decodes holds now, if that is no longer ``file_id`` (None: unchanged)."""
+        return content_since(self.refs[0].path, self.stat_key, self.file_id)
+
+
+class ContentChanged(Exception):
+    """The file a worker decodes no longer holds the content it claimed (renamed over, rewritten): what was read
+    of it may be either content, so nothing of it is kept under the old id; its new content is decoded under its
+    own."""
+
+    def __init__(self, task: Task, new_id: str):
+        super().__init__(f"{task.refs[0].path} changed while it was decoded")
+        self.task, self.new_id = task, new_id
+
+    @property
+    def warning(self) -> str:
+        return "its content changed after it was planned (renamed over, rewritten): decoded again as its new content"
+
+    def new_task(self) -> Task:
+        """The same paths, as their new content."""
+        try:
+            st = os.stat(self.task.refs[0].path)
+            key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+        except OSError:
+            key = None
+        return Task(self.new_id, self.task.refs, stat_key=key)
+
+
+def check_unchanged(task: Task) -> None:
+    """ContentChanged if the file ``task`` decodes no longer holds its content."""
+    new_id = task.changed()
+    if new_id is not None:
+        raise ContentChanged(task, new_id)
 
 
 def damaged_done(job: JobDir, row: dict) -> bool:
@@ -84,25 +121,32 @@ def quarantine_damaged(job: JobDir) -> None:
     job.damaged.clear()
 
 
-def identify(refs: list[InputRef], rows: list[dict], fps: Fingerprints) -> list[Identity]:
+def identify(refs: list[InputRef], rows: list[dict], fps: Fingerprints, planning=None) -> list[Identity]:
+    """Each input's content id (or why it cannot be read now); ``planning`` (workers.Planning) told as it goes."""
     legacy = {p: r["file_id"] for r in rows if len(r["file_id"]) == 16 for p in row_paths(r)}
     known = {r["file_id"] for r in rows}
     out = []
-    for ref in refs:
+    for done, ref in enumerate(refs):
+        if planning is not None:
+            planning.step("content ids", done, len(refs))
         ident = Identity(path_id(ref.path), ref.error) if ref.error else fps.identify(ref.path)
         old = legacy.get(str(ref.path))
         if ident.readable and ident.file_id not in known and old and legacy_fingerprint(ref.path) == old:
             ident = Identity(old)  # a job dir from before whole-file ids: keep its results
             fps.adopt(ref.path, old)
         out.append(ident)
+    if planning is not None:
+        planning.step("content ids", len(refs), len(refs))
     return out
 
 
-def plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptions, summary: JobSummary) -> list[Task]:
+def plan(
+    refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOptions, summary: JobSummary, planning=None
+) -> list[Task]:
     """The files left to decode or relabel; the rest counted in ``summary`` (done, by others, failed, missing)."""
     fps = job.fingerprints()
     labels = speaker_config(options)
-    idents = identify(refs, rows, fps)
+    idents = identify(refs, rows, fps, planning)
     content_of = {str(ref.path): ident.file_id for ref, ident in zip(refs, idents) if ident.readable}
     by_id = {r["file_id"]: r for r in rows}
     for r in rows:  # a path whose content changed no longer belongs to its old row
@@ -128,7 +172,9 @@ def plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOption
             tasks[ident.file_id].refs.append(ref)
             summary.copies += 1
         else:
-            tasks[ident.file_id] = Task(ident.file_id, [ref], ident.problem)
+            tasks[ident.file_id] = Task(
+                ident.file_id, [ref], ident.problem, stat_key=fps.stat_key(ref.path, ident.file_id)
+            )
     todo = []
     for task in tasks.values():
         row = by_id.get(task.file_id)
@@ -142,7 +188,7 @@ def plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOption
                 row = {**row, "path": listed[0], "paths": listed + added}
                 job.update_file_row(row)
             if needs_labels(row, labels):
-                todo.append(Task(task.file_id, task.refs, task.problem, relabel=True))
+                todo.append(Task(task.file_id, task.refs, task.problem, relabel=True, stat_key=task.stat_key))
             elif options.launched_at and (row.get("finished_at") or "") >= options.launched_at:
                 summary.by_others += 1  # done by another worker of this launch, not before it
             else:
@@ -154,6 +200,28 @@ def plan(refs: list[InputRef], job: JobDir, rows: list[dict], options: JobOption
     unlabelled(job, gone, tasks, by_id, labels, summary)
     fps.save()
     return todo
+
+
+def work_left(refs: list[InputRef], job: JobDir, options: JobOptions) -> bool:
+    """Whether a run of ``refs`` would decode or label anything, read without writing (``--workers N`` starts N
+    workers, each loading its model, only when there is): by ``plan``'s rule, True wherever it is in doubt."""
+    if options.restart or options.retry_failed:
+        return True
+    rows = job.file_rows()
+    if job.damaged:
+        return True
+    fps, labels = job.fingerprints(), speaker_config(options)
+    by_id = {r["file_id"]: r for r in rows}
+    for ref in refs:  # one at a time: the first new content answers (no archive hashed twice)
+        if ref.error:
+            continue
+        ident = fps.identify(ref.path)
+        if not ident.readable:
+            continue  # a missing path keeps its results; an unreadable one with none gets a failed row: one worker
+        row = by_id.get(ident.file_id)
+        if file_state(job, row) == "pending" or (file_state(job, row) == "done" and needs_labels(row, labels)):
+            return True
+    return bool(job.damaged)
 
 
 def unlabelled(
@@ -169,14 +237,21 @@ def unlabelled(
         summary.warnings.append((path, warning))
 
 
-def restart(job: JobDir, others: list[str]) -> None:
-    """--restart: the job dir cleared, unless other workers are at work on it (then this one joins them)."""
+def restart(job: JobDir, others: list[str]) -> list[tuple[str, str]]:
+    """--restart: the job dir cleared, unless other workers are at work on it (then this one joins them). Its
+    subtitles go only where nobody changed them: an edited one stays, and the job's new version goes beside it.
+    Returns a warning per file kept."""
     if others:
         log.warning(
             "--restart: %d other worker(s) are at work on %s; joining them instead of starting over",
             len(others),
             job.root,
         )
-        return
+        return []
     job.clear()
     workers.forget_counts(job.root)
+    kept = OutputDir(job.root / "subtitles").remove_own()
+    warning = "changed since podscribe wrote it: --restart kept it (the job's new version goes beside it)"
+    for path in kept:
+        log.warning("%s: %s", path, warning)
+    return [(str(path), warning) for path in kept]

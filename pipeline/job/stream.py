@@ -62,8 +62,9 @@ def read(
 class Lookahead:
     """The audio of the next group of files, read while the model decodes the current group, so a job of many
     short files does not wait on ffmpeg between batches (within a file, ``Stream`` reads a batch ahead).
-    Reading takes no claim and writes nothing: a file another worker claims in the meantime is closed unread,
-    and one that got checkpoints before its claim is read again (``onefile.decoded_pieces``)."""
+    Opened after a group of short files only, and only for files this worker holds (``workers.hold``,
+    schedule.py: no two workers read one file's audio); reading writes nothing, and a file that got checkpoints before its claim is read again
+    (``onefile.decoded_pieces``)."""
 
     def __init__(self, job: JobDir, transcriber: Transcriber, cut: CutOptions, probed: dict):
         self.job, self.transcriber, self.cut, self.probed = job, transcriber, cut, probed

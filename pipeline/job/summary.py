@@ -28,6 +28,9 @@ class JobSummary:
     relabelled: int = 0  # finished files given speaker labels without decoding them again
     elsewhere: int = 0  # being decoded by other workers when this one ran out of files
     subtitles_left: bool = False  # other workers still at work: the last one writes the subtitles
+    site: Path | None = None  # the transcript site this run updated (--site)
+    decoded: list[tuple[float, float]] = field(default_factory=list)  # per file done: audio s, decoding s (dryrun)
+    _subtitles: set = field(default_factory=set, repr=False, compare=False)  # subtitles, to look up
 
     def merge(self, other: JobSummary) -> None:
         """Add another worker's counts (one summary for `--workers N`)."""
@@ -35,9 +38,26 @@ class JobSummary:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("already_done", "skipped_failed", "copies"):  # every worker plans the same job: counted once
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
+        self.site = self.site or other.site
+        self.decoded += other.decoded
         for name in ("failures", "missing", "warnings", "subtitles", "kept"):
-            getattr(self, name).extend(x for x in getattr(other, name) if x not in getattr(self, name))
+            _extend(getattr(self, name), getattr(other, name))
 
     def wrote(self, written: Written) -> None:
-        self.subtitles += [p for p in written.paths if p not in self.subtitles]
-        self.kept += [k for k in written.kept if k not in self.kept]
+        """Outputs written (each file once, however often it is written: as its file finishes, at the job's end)."""
+        if len(self._subtitles) != len(self.subtitles):
+            self._subtitles = set(self.subtitles)
+        for path in written.paths:
+            if path not in self._subtitles:
+                self._subtitles.add(path)
+                self.subtitles.append(path)
+        _extend(self.kept, written.kept)
+
+
+def _extend(items: list, more: list) -> None:
+    """``more``'s items not in ``items`` yet, in order (a set: thousands of outputs, not a scan each)."""
+    seen = set(items)
+    for item in more:
+        if item not in seen:
+            seen.add(item)
+            items.append(item)

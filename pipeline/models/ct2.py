@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,7 +283,8 @@ def convert(ct2_dir: Path, out_dir: Path, parts: list[Path] | None = None) -> Pa
     tokenizer_json = _complete_tokenizer(json.loads((ct2_dir / "tokenizer.json").read_text()), shape["vocab_size"])
     gen = _generation_config(ct2_config, _special_ids(tokenizer_json), shape)
 
-    tmp = out_dir.with_name(f"{out_dir.name}.partial-{os.getpid()}")
+    remove_dead_partials(out_dir)
+    tmp = out_dir.with_name(f"{out_dir.name}.partial-{socket.gethostname()}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
@@ -298,6 +300,29 @@ def convert(ct2_dir: Path, out_dir: Path, parts: list[Path] | None = None) -> Pa
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+def remove_dead_partials(out_dir: Path) -> None:
+    """The temporary folders of conversions into ``out_dir`` whose process died (SIGKILL, a reboot: 76 MB for
+    tiny.en, left in the cache for good): removed. Named by host and pid, so a cache shared by several machines
+    keeps the folders of conversions running elsewhere (older ones, named by pid alone, are taken as this host's)."""
+    host = socket.gethostname()
+    for folder in out_dir.parent.glob(f"{out_dir.name}.partial-*"):
+        owner = folder.name.rsplit(".partial-", 1)[1]
+        owner_host, _, pid = owner.rpartition("-")
+        if owner_host not in ("", host) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _write_converted(tmp: Path, state: dict, shape: dict, gen: dict, tokenizer_json: dict, ct2_dir: Path) -> None:
