@@ -495,10 +495,30 @@ def has_record(folder: Path) -> bool:
     return any((Path(folder) / RECORD_DIR / name).is_file() for name in (RECORD, JOURNAL))
 
 
+@dataclass
+class Recorded:
+    """What podscribe wrote in a folder, as its record and journal stand (read once, read only)."""
+
+    digests: dict[str, set[str]]  # file name -> the digests podscribe may have left there (none of them: a person's)
+    names_of: dict[tuple[str, str], set[str]]  # (input path, extension) -> the names written for it
+
+    def names(self, path: str, ext: str) -> set[str]:
+        """The names written for ``path``'s ``ext`` file, without the ``.new`` files beside a person's version."""
+        return {n for n in self.names_of.get((path, ext), ()) if ".new." not in n and ".new-" not in n}
+
+
+def recorded(folder: Path) -> Recorded:
+    record = _Record(Path(folder))
+    return Recorded(
+        {name: _accepted(value) for name, value in record.digests.items()},
+        {key: set(names) for key, names in record.names_of.items() if names},
+    )
+
+
 def own_digests(folder: Path) -> dict[str, set[str]]:
     """Per file name in ``folder``, the digests podscribe may have left there (its record and journal, read as they
     stand): a file holding none of them is a person's (the site offers it as edited)."""
-    return {name: _accepted(value) for name, value in _Record(Path(folder)).digests.items()}
+    return recorded(folder).digests
 
 
 def _file_digest(path: Path) -> str | None:

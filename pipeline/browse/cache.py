@@ -110,7 +110,7 @@ def _tables(folder: Path) -> dict[str, list[int]]:
 def job_tables(root: Path, use_cache: bool = True, text: bool = True) -> JobTables:
     """The job's tables, from the cache where they have not changed since it was written. ``text=False``: the files
     rows only (the site's builds: the cache is read, never rewritten, and no segments table is read)."""
-    root = Path(root).absolute()
+    root = Path(os.path.abspath(root))
     path = cache_root() / "search" / f"{hashlib.sha256(str(root).encode()).hexdigest()[:20]}.arrow"
     files_now, segments_now = _tables(root / "files"), _tables(root / "segments")
     known, cached_rows, cached_segments = {}, {}, None
