@@ -155,7 +155,7 @@ def job_tables(root: Path, use_cache: bool = True, text: bool = True) -> JobTabl
     if not text:
         return result
     result.segments = pa.concat_tables(parts + fresh) if parts or fresh else empty(SEARCHED)
-    if use_cache and (fresh or set(known) != set(tables)):
+    if use_cache and tables != known:  # a row rewritten in place (a failed file failing again) too
         _save(path, root, tables, result)
     return result
 
