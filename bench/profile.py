@@ -85,20 +85,19 @@ FW_LEAVES = [
 ]
 
 # Inside the decoder's forward: what the running line does, by its text (first match).
-DECODER_LINES = [
-    ("norm", "layer norms"),
+DECODER_LINES = [  # a line holds several calls (op.fc2(op.act(op.fc1(op.norm3(x))))): the costly one first
+    ("self.project", "output projection (vocabulary)"),
+    ("fc1", "MLP"),
+    ("_cross_attend", "cross-attention"),
+    ("cross_q", "cross-attention projections"),
+    ("cross_o", "cross-attention projections"),
     ("index_put_", "self-attention cache writes"),
     ("op.qkv(", "self-attention projections"),
     ("op.q(", "self-attention projections"),
     ("op.o(", "self-attention projections"),
-    ("_cross_attend", "cross-attention"),
-    ("cross_q", "cross-attention projections"),
-    ("cross_o", "cross-attention projections"),
     ("_attend", "self-attention"),
     ("scaled_dot_product_attention", "self-attention"),
-    ("fc1", "MLP"),
-    ("fc2", "MLP"),
-    ("self.project", "output projection (vocabulary)"),
+    ("norm", "layer norms"),
     ("embed", "embeddings"),
 ]
 DECODER_FORWARD = ("kv_cache.py", "KVCacheDecoder.forward")
@@ -295,6 +294,8 @@ def table(title: str, account: Account, wall: float, audio_s: float) -> list[str
     if account.beside_wall_s:
         lines.append(f"  {'beside it (other threads, overlapping)':<52} {'wall s':>8} {'':>6} {'CPU s':>8}")
         for stage, s in sorted(account.beside_wall_s.items(), key=lambda kv: -kv[1]):
+            if stage.endswith("other (glue)") and account.beside_cpu_s[stage] < 0.05:
+                continue  # a thread waiting (tqdm's monitor, a queue): no work
             lines.append(f"  {stage:<52} {s:8.2f} {'':>6} {account.beside_cpu_s[stage]:8.2f}")
     lines.append(f"  sampler: {account.samples} samples, {account.sampler_cpu_s:.2f} CPU s of its own")
     return lines
