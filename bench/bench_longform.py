@@ -1,7 +1,7 @@
 """Long-form accuracy and speed: podscribe vs faster-whisper on the same `base` weights, scored in one run.
 
     .venv/bin/python -m bench.bench_longform [--episodes dev01_garden,dev03_jazz] [--skip-fw] [--first-pass]
-                                             [--compute-types float32,int8]
+                                             [--compute-types float32,int8] [--whispercpp [--whispercpp-converter PATH]]
                                              [--out results.json] [--job-dir DIR] [--longform ../shared/longform]
 
 Episodes: every <name>.ref.json in the long-form folder, or those named in --episodes. The folder is
@@ -19,10 +19,16 @@ Configurations (all on this machine's CPU, one after the other, models loaded be
   fw greedy          faster-whisper on podscribe's offline `base` (the CTranslate2 model.bin from its two
                      wheels, assembled into a temp dir): int8, beam 1, vad_filter=True, temperature=0
                      (no fallback), everything else faster-whisper's default;
-  fw fallback        the same with faster-whisper's default temperature fallback (0.0, 0.2, ..., 1.0).
+  fw fallback        the same with faster-whisper's default temperature fallback (0.0, 0.2, ..., 1.0);
+  whisper.cpp base   (--whispercpp) whisper.cpp through pywhispercpp on the same `base` weights converted to ggml
+                     f16 (once, into the cache, by whisper.cpp's convert-h5-to-ggml.py: --whispercpp-converter PATH
+                     or $PODSCRIBE_WHISPERCPP_CONVERTER): greedy, temperature 0 without fallback, language detected,
+                     no VAD, as many threads as faster-whisper. An optional peer: the `whispercpp` extra
+                     (bench/whispercpp.py says what it needs and how the model is made).
 
 Wall time is per episode (podscribe: its files table's wall_s; faster-whisper: transcribe() plus consuming
-its segment generator, file decoding included for both). `x RT` = audio seconds per wall second.
+its segment generator; whisper.cpp: ffmpeg's decode plus transcribe(); file decoding included for all).
+`x RT` = audio seconds per wall second.
 Numbers depend on the machine; compare configurations from the same run.
 """
 
@@ -247,6 +253,17 @@ def main() -> None:
         action="store_true",
         help="also run faster-whisper at its own defaults (beam 5, temperature fallback): ~2x its greedy time",
     )
+    parser.add_argument(
+        "--whispercpp",
+        action="store_true",
+        help="also run whisper.cpp (pywhispercpp, the `whispercpp` extra) on the same base weights as ggml f16",
+    )
+    parser.add_argument(
+        "--whispercpp-converter",
+        default=None,
+        help="whisper.cpp's models/convert-h5-to-ggml.py, to make the ggml model the first time "
+        "(default: $PODSCRIBE_WHISPERCPP_CONVERTER)",
+    )
     parser.add_argument("--language", default=None, help="force a language (default: detected, as a user runs it)")
     parser.add_argument(
         "--job-dir",
@@ -275,8 +292,17 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
 
-    if args.skip_fw and args.skip_podscribe:
+    if args.skip_fw and args.skip_podscribe and not args.whispercpp:
         parser.error("--skip-fw and --skip-podscribe leave nothing to run")
+    whispercpp_model = None
+    if args.whispercpp:  # before anything runs: a missing extra or converter is said at once, not after the others
+        from bench import whispercpp
+
+        try:
+            whispercpp.check_installed()
+            whispercpp_model = whispercpp.ggml_model(args.whispercpp_converter)
+        except whispercpp.Unavailable as e:
+            sys.exit(f"--whispercpp: {e}")
     longform = args.longform.resolve()
     if not (longform / "score.py").is_file():
         sys.exit(f"no long-form set at {longform} (score.py missing); pass --longform")
@@ -336,6 +362,14 @@ def main() -> None:
                 print(f"{label} ...", flush=True)
                 results[label] = run_faster_whisper(model, files, temperature, args.language, beams)
                 results[label]["load_avg_after"] = os.getloadavg()
+        if whispercpp_model is not None:
+            label = "whisper.cpp base"
+            print(f"{label} ({whispercpp_model.name}) ...", flush=True)
+            results[label] = whispercpp.run(
+                whispercpp.load(whispercpp_model, threads=os.cpu_count() or 2), files, args.language
+            )
+            results[label]["versions"] = whispercpp.describe()
+            results[label]["load_avg_after"] = os.getloadavg()
     finally:
         for process in busy:
             process.kill()
