@@ -5,7 +5,7 @@ audio (decode, cut) → decode (models, generation) → stitch (episode time) �
 → export (subtitles); runner and cli on top.
 """
 
-from .runtime import short_openmp_spins
+from .facts.runtime import short_openmp_spins
 
 # Before anything imports torch: its OpenMP threads read how long to spin when it loads (runtime.OPENMP_WAIT).
 short_openmp_spins()

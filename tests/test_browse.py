@@ -20,8 +20,8 @@ from pipeline.browse.cache import folded
 from pipeline.browse.query import SearchOptions, matching, search
 from pipeline.browse.site import SiteOptions, build_site
 from pipeline.browse.site.searchindex import key_of
-from pipeline.errors import StorageError, UsageProblem
-from pipeline.outputs import own_digests
+from pipeline.facts.errors import StorageError, UsageProblem
+from pipeline.outputs.ownership import own_digests
 
 SAID = [
     # (start, end, text, speaker, flags)
@@ -353,7 +353,7 @@ def test_a_rebuild_rewrites_only_what_changed_and_never_a_file_a_person_edited(a
 
 
 def test_a_txt_a_person_corrected_beside_the_job_is_the_one_the_site_offers_and_is_left_as_it_is(archive, tmp_path):
-    from pipeline.export import export_job
+    from pipeline.outputs.export import export_job
 
     export_job(archive, ["txt"])  # the job's own files, as --subtitles txt writes them
     txt = archive / "subtitles" / "ep1.txt"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from pipeline import progress
+from pipeline.job import progress
 
 
 def test_clock():

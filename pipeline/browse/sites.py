@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..atomic import atomic_write_bytes, read_json_dict
-from ..errors import StorageError
-from ..outputs import RECORD_DIR
+from ..facts.errors import StorageError
+from ..outputs.ownership import RECORD_DIR
+from ..storage.atomic import atomic_write_bytes, read_json_dict
 from .archive import SITE_RECORD, Archive, Episode
 
 JOB_RECORD = "site.json"

@@ -1,7 +1,7 @@
 """podscribe command line: transcribe, run (job files), status, export, search, site, models list|import, distill.
 
 ``group.py`` the command group and whisper's spellings; ``flags.py`` the click options, generated from the option
-table (``pipeline/options.py``); ``settings.py`` defaults, job file and flags merged, checked and made into the
+table (``pipeline/job/options.py``); ``settings.py`` defaults, job file and flags merged, checked and made into the
 option objects; ``jobs.py`` transcribe and run; ``tools.py`` status, export, models;
 ``browse.py`` search and site (pipeline/browse/).
 """

@@ -16,10 +16,10 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .. import segments as cleanup
-from ..audio import SAMPLE_RATE
-from ..records import DecodeStats, PieceResult, Redecode
+from ..audio.media import SAMPLE_RATE
+from ..facts.records import DecodeStats, PieceResult, Redecode
 from . import recover, score
+from . import segments as cleanup
 from .generate import Generated
 
 

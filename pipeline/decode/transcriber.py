@@ -40,14 +40,14 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .. import segments as cleanup
-from .. import vad
-from ..audio import SAMPLE_RATE, rms_db
-from ..languages import CODE_OF_NAME
+from ..audio import vad
+from ..audio.media import SAMPLE_RATE, rms_db
+from ..facts.languages import CODE_OF_NAME
+from ..facts.records import PieceResult, RawSegment, Word
+from ..facts.runtime import return_freed_memory
 from ..models.load import Models
-from ..records import PieceResult, RawSegment, Word
-from ..runtime import return_freed_memory
 from . import auto, recover, score, second_chances
+from . import segments as cleanup
 from .forced import first_step_logits
 from .generate import Generated, Generator, encode, log_mel
 from .kv_cache import CrossKV

@@ -1,4 +1,4 @@
-"""One worker of a job, by concern: what the runner (``pipeline.runner``) composes.
+"""One worker of a job, by concern: what ``run`` composes.
 
 - ``inputs``: the files, folders and globs a command names, as input paths;
 - ``state``: what each input is (its content), and the one rule for what is done, failed, pending or to relabel;

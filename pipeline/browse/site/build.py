@@ -39,11 +39,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ...atomic import atomic_write_bytes, read_json_dict, try_flock
-from ...errors import DamagedState, StorageError, UsageProblem
-from ...manifest import UNREADABLE, JobDir, is_job, row_paths
-from ...outputs import RECORD, RECORD_DIR, OutputDir, output_names, own_digests
-from ...speaker_names import named
+from ...facts.errors import DamagedState, StorageError, UsageProblem
+from ...outputs.ownership import RECORD, RECORD_DIR, OutputDir, output_names, own_digests
+from ...outputs.speaker_names import named
+from ...storage.atomic import atomic_write_bytes, read_json_dict, try_flock
+from ...storage.manifest import UNREADABLE, JobDir, is_job, row_paths
 from .. import text as textmod
 from ..archive import (
     SITE_RECORD,
@@ -294,8 +294,8 @@ def render_episode(work: EpisodeWork) -> Rendered:
 
 def made_downloads(e: Episode, segments: list[dict], cue_rules: dict | None) -> dict[str, bytes]:
     """SRT, VTT, TXT and JSON as `podscribe export` writes them, for a job that wrote none."""
-    from ...cues import CueRules, build_cues
-    from ...export import named_speakers, to_json, to_srt, to_txt, to_vtt
+    from ...outputs.cues import CueRules, build_cues
+    from ...outputs.export import named_speakers, to_json, to_srt, to_txt, to_vtt
 
     rules = CueRules()
     with contextlib.suppress(TypeError, ValueError):

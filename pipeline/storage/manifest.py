@@ -36,10 +36,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..facts.errors import ConfigChanged, DamagedState, JobLocked, UsageProblem
+from ..facts.rows import PieceRow, SegmentRow
 from .atomic import atomic_write_bytes, try_flock
-from .errors import ConfigChanged, DamagedState, JobLocked, UsageProblem
 from .identity import Fingerprints
-from .rows import PieceRow, SegmentRow
 from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES
 
 __all__ = ["ConfigChanged", "JobLocked", "JobDir", "write_table", "row_paths", "damage_hint", "is_job", "jobs_below"]
