@@ -1,8 +1,8 @@
 """podscribe: batch transcription of podcast archives with Whisper and speculative decoding.
 
-Stages, one module each, data flowing one way:
-audio (decode, cut) → decode (models, generation) → stitch (episode time) → manifest (Parquet)
-→ export (subtitles); runner and cli on top.
+Rooms by layer, data flowing one way: audio (decode, cut) → decode (generation, stitch to episode time)
+→ storage (the job dir's Parquet) → outputs (subtitles); facts, backend and models beneath, job and cli on top.
+Each room's import rule: tests/test_layers.py; the rooms in a table: docs/ARCHITECTURE.md.
 """
 
 from .facts.runtime import short_openmp_spins

@@ -424,7 +424,7 @@ def test_the_site_records_itself_in_the_job_so_search_links_each_hit_to_its_mome
 
 
 def test_site_files_are_podscribe_outputs_a_person_can_edit(archive, tmp_path):
-    """The site's record is outputs.py's: a file changed by a person after the build is kept by the next one,
+    """The site's record is outputs/ownership.py's: a file changed by a person after the build is kept by the next one,
     even when the episode leaves the site."""
     site = tmp_path / "site"
     build_site([archive], SiteOptions(site))

@@ -77,7 +77,7 @@ def test_an_input_name_too_long_for_its_outputs_gets_a_shorter_one_and_a_folder_
     """An input name of 252 bytes: its outputs' names (and their temporary names) passed the file system's 255, so
     they were never written (json: a traceback on every later run, and `export` exited 5, "damaged state"). They
     are written under a shorter name, said out loud. A folder that holds the other output's name is not
-    podscribe's file: kept, the new version beside it (outputs.py). The job goes on and exits 0, export too."""
+    podscribe's file: kept, the new version beside it (outputs/ownership.py). The job goes on and exits 0, export too."""
     inputs = sorted((c.path for c in clips if c.language == "en" and c.duration_s < 4), key=lambda p: p.name)[:2]
     long = tmp_path / "in" / ("x" * 248 + inputs[0].suffix)
     long.parent.mkdir()

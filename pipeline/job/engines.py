@@ -1,7 +1,7 @@
 """How worker processes are started and placed: N processes on this machine, the ranks of an
 `accelerate launch` (or torchrun), or Ray actors across machines.
 
-An engine only starts workers: each one runs the same `runner.run` (plan, claim a file, decode, write),
+An engine only starts workers: each one runs the same `job.run.run` (plan, claim a file, decode, write),
 and the job directory is the only thing they share. No collectives, no gather: a worker that dies
 loses nothing persisted, and the others (or a rerun) take its file again. Only their progress comes back
 to the process that started them, as events (a pipe from each process, a Ray queue from the actors), drawn

@@ -189,7 +189,7 @@ def poisoned(ctx: FileContext, deaths: int, died: isolate.Died, summary: JobSumm
 
 
 def export_at_end(job: JobDir, options: JobOptions, named: list[str], only: set[str] | None, summary: JobSummary):
-    """Every output the job's workers agreed on (outputs.py), once no worker is left at work: files done in earlier
+    """Every output the job's workers agreed on (outputs/ownership.py), once no worker is left at work: files done in earlier
     runs and by other workers too; what is already written stays as it is."""
     recorded = None  # a joiner may have added to it
     with contextlib.suppress(DamagedState):

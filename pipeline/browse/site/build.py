@@ -9,7 +9,7 @@ Episode pages and search files are written before the index that links to them. 
 (an OS lock), so the workers of a job can each build it as their files finish. Many episodes to render are
 shared among worker processes, one per core.
 
-Every file of the site is podscribe's output as in ``outputs.py``: a page or download a person changed after
+Every file of the site is podscribe's output as in ``outputs/ownership.py``: a page or download a person changed after
 podscribe wrote it is never replaced (the new version goes beside it as ``NAME.new.EXT``, and the build says
 so), nor removed when its episode leaves the site. An episode's downloads (SRT, VTT, TXT, JSON) are the job's own
 files where the job wrote them, a person's edits included (a TXT corrected by hand beside the job is the one the
