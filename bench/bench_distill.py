@@ -47,7 +47,7 @@ def eval_pieces(longform: Path, n: int, transcriber: Transcriber) -> list:
             if piece is None:
                 streams.remove(s)
                 continue
-            _, active = transcriber._gate([piece.samples])
+            _, active = transcriber.gate([piece.samples])
             if active:
                 out.append(piece.samples)
             if len(out) >= n:

@@ -316,7 +316,7 @@ def main() -> None:
     print(
         f"model {args.model}, CPU, assistant self-int8, batch {size}, torch {torch.__version__}, "
         f"threads {torch.get_num_threads()}, {cores} cores, "
-        f"cpu bf16 units: {bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())}, "
+        f"cpu bf16 units: {bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())}, "  # noqa: SLF001 (no public probe)
         f"load average {os.getloadavg()[0]:.1f} (wall times are only comparable within one run)"
     )
     print(

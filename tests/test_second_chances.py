@@ -189,7 +189,7 @@ def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_e
     for models in (tiny_en_models, int8_copy(tiny_en_models)):
         model = models.main
         with torch.inference_mode():
-            features = Transcriber(models)._features([samples])
+            features = Transcriber(models).features([samples])
             encoded = encode(model, features)
         handles = [
             model.get_decoder().register_forward_hook(rows_stored, with_kwargs=True),

@@ -321,6 +321,6 @@ def _norm(module: torch.nn.LayerNorm):
 
 def _cpu_bf16() -> bool:
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())  # noqa: SLF001 (torch has no public probe)
     except (AttributeError, RuntimeError):
         return False

@@ -302,14 +302,14 @@ class _Labeller:
             return []
         t = self.transcriber
         samples = [np.asarray(s, dtype=np.float32) for _, s, _ in pieces]
-        results, active = t._gate(samples)  # the transcription gate: energy, then the VAD's voice
+        results, active = t.gate(samples)  # the transcription gate: energy, then the VAD's voice
         if not active:
             return []
         audio = [samples[i] for i in active]
-        features = t._features(audio)
+        features = t.features(audio)
         encoded = encode(self.models.main, features)
-        _, languages = t._probe(encoded, [pieces[i][2] for i in active])
-        prompts = [t._prompt(lang) for lang in languages]
+        _, languages = t.probe(encoded, [pieces[i][2] for i in active])
+        prompts = [t.prompt(lang) for lang in languages]
         # the first pass only, as the loop decodes it (what a draft drafts for most): its tokens, and end-of-text
         # when it ended on one; a later pass (the seek rule) would decode a shifted window of other features
         plain = t.plain
