@@ -170,6 +170,20 @@ def test_search_finds_words_and_phrases_any_case_and_accent_in_order_with_names(
     assert search([archive], SearchOptions("climat")).total == 0  # whole words only
 
 
+def test_the_names_a_job_was_run_with_name_its_speakers_without_any_subtitles(tmp_path):
+    """`--diarize --speaker-names` (or a job file's table per show) with no `-f`: job.json keeps the names, and
+    search and the site use them as `export` does."""
+    from pipeline.storage.manifest import JobDir
+
+    said = [(0.0, 3.0, " Climate talk from the garden.", "Speaker 1", [])]
+    job = write_job(tmp_path / "job", [episode("a" * 32, "/shows/garden/ep1.mp3", said)])
+    by_show = {"names": ["Nobody"], "by_show": [["garden", ["Lena", "Walter"]]]}
+    JobDir(job).write_job({"models": {"main": "synthetic"}}, ["/shows/garden/ep1.mp3"], None, by_show)
+    assert [h.speaker for h in search([job], SearchOptions("climate")).hits] == ["Lena"]
+    build_site([job], SiteOptions(tmp_path / "site"))
+    assert "Lena" in (tmp_path / "site" / "e" / "ep1.html").read_text()
+
+
 def test_search_filters_by_speaker_name_or_label_and_by_file_and_limits(archive):
     by_name = search([archive], SearchOptions("climate", speaker="walter"))
     assert [(h.segment, h.speaker) for h in by_name.hits] == [(2, "Walter")]
@@ -365,6 +379,40 @@ def test_a_txt_a_person_corrected_beside_the_job_is_the_one_the_site_offers_and_
     assert 'TXT</a> <span class="edited">(edited by a person)</span>' in (site / "e" / "ep1.html").read_text()
     assert (site / "e" / "ep2.txt").read_text() == (archive / "subtitles" / "ep2.txt").read_text()
     assert "edited" not in (site / "e" / "ep2.html").read_text()
+
+
+def test_two_jobs_sharing_an_output_folder_each_offer_their_own_episodes_files(tmp_path):
+    """Two inputs of one stem in two jobs writing into one folder: the second's files are named apart, and the
+    site of each job offers its own (the folder's record says whose each file is), never the other's."""
+    from pipeline.outputs.export import export_job
+
+    shared = tmp_path / "subs"
+    jobs = {}
+    for show, said in (("a", "Job A says apples."), ("b", "Job B says bananas.")):
+        jobs[show] = write_job(
+            tmp_path / f"job-{show}",
+            [episode(show * 32, f"/{show}/ep.mp3", [(0.0, 3.0, f" {said}", None, [])])],
+            outputs={"subtitles": ["txt"], "output_dir": str(shared), "cue_rules": {}},
+        )
+        export_job(jobs[show], ["txt"], shared)
+    assert len(list(shared.glob("ep*.txt"))) == 2
+    for show, word in (("a", "apples"), ("b", "bananas")):
+        site = tmp_path / f"site-{show}"
+        build_site([jobs[show]], SiteOptions(site))
+        (offered,) = (site / "e").glob("ep*.txt")
+        assert word in offered.read_text()
+        assert "edited" not in (site / "e" / offered.name.replace(".txt", ".html")).read_text()
+
+
+def test_a_job_given_through_dot_dot_is_the_same_job(archive, tmp_path):
+    """`podscribe site x/../job`, then the job's own updates with its plain path: one job, each episode once."""
+    (tmp_path / "x").mkdir()
+    site = tmp_path / "site"
+    build_site([tmp_path / "x" / ".." / archive.name], SiteOptions(site))
+    build_site([archive], SiteOptions(site, add_jobs=True))
+    assert sorted(p.name for p in (site / "e").glob("*.html")) == ["ep1.html", "ep2.html"]
+    hits = search([archive, tmp_path / "x" / ".." / archive.name], SearchOptions('"climate change"'))
+    assert hits.total == 2
 
 
 def test_a_damaged_table_lists_its_episode_as_unreadable_and_the_rest_is_built(archive, tmp_path):

@@ -266,6 +266,35 @@ def test_the_record_is_a_journal_folded_into_its_snapshots_and_reads_the_same_ei
     ).read_text() == "mine too\n"
 
 
+def test_temporaries_a_kill_left_in_subfolders_are_swept_too(tmp_path):
+    """A site's files are paths inside its folder (``e/ep.html``): a killed write's temporary there is swept by
+    the next write, like one at the top; a temporary of a name podscribe never wrote is not its to remove."""
+    ownership.OutputDir(tmp_path).write({"e/ep.html": b"<p>one</p>", "index.html": b"i"})
+    stale = [tmp_path / "e" / ".ep.html.Ab3dEf9h.tmp", tmp_path / ".index.html.Zz0zZz0z.tmp"]
+    other = tmp_path / "e" / ".notes.txt.Ab3dEf9h.tmp"
+    for path in [*stale, other]:
+        path.write_bytes(b"half")
+    ownership.OutputDir(tmp_path).write({"e/ep.html": b"<p>two</p>"})
+    assert not any(p.exists() for p in stale) and other.exists()
+    assert (tmp_path / "e" / "ep.html").read_bytes() == b"<p>two</p>"
+
+
+def test_a_journal_line_a_kill_cut_short_costs_no_later_entry(tmp_path):
+    """A torn last line (a kill or a power loss mid-append) is ended before the next process appends: the next
+    entry stays readable, so the file it names stays podscribe's (glued to the torn line, it read as a person's)."""
+    ownership.OutputDir(tmp_path).write({"ep0.txt": b"0\n"})
+    journal = tmp_path / ".podscribe" / ownership.JOURNAL
+    with journal.open("ab") as f:
+        f.write(b'{"n":"ep9.txt","d":"ab')  # cut short
+    ownership.OutputDir(tmp_path).write({"ep1.txt": b"1\n"})
+    assert ownership.own_digests(tmp_path).keys() == {"ep0.txt", "ep1.txt"}
+    (tmp_path / "ep1.txt").unlink()
+    ownership.OutputDir(tmp_path).write({"ep1.txt": b"one\n"})  # its own file, gone: written again, no .new file
+    assert (tmp_path / "ep1.txt").read_text() == "one\n" and not list(tmp_path.glob("*.new*"))
+    ownership.OutputDir(tmp_path).write({"ep1.txt": b"uno\n"})  # and replaced, as podscribe's own
+    assert (tmp_path / "ep1.txt").read_text() == "uno\n" and not list(tmp_path.glob("*.new*"))
+
+
 def test_export_names_speakers_as_the_job_did_and_says_what_it_could_not_export(tmp_path):
     """`export` without --speaker-names dropped the job file's names per show; on an unfinished job it said nothing
     of the inputs it left out. (A job's tables built as a run writes them: bench.bench_export.)"""

@@ -183,3 +183,21 @@ def test_the_job_package_loads_neither_torch_nor_transformers_when_imported():
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=Path(__file__).parents[1]
     )
     assert len(names) > 10 and result.stdout.strip() == "[]", (names, result.stdout, result.stderr)
+
+
+def test_a_file_touched_under_a_job_is_hashed_once_and_a_file_rewritten_is_caught(tmp_path):
+    """A checkpoint asks whether the file still holds what was claimed: a touch (same bytes, new mtime) is hashed
+    once and its new stat remembered, not hashed again at every later checkpoint; new bytes give their new id."""
+    from pipeline.job.inputs import InputRef
+    from pipeline.job.state import Task
+    from pipeline.storage.identity import identify
+
+    path = tmp_path / "ep.wav"
+    path.write_bytes(b"one" * 1000)
+    ident, key = identify(path)
+    task = Task(ident.file_id, [InputRef(path)], stat_key=key)
+    assert task.changed() is None and task.stat_key == key
+    os.utime(path, ns=(0, 10**9))
+    assert task.changed() is None and task.stat_key != key and task.stat_key == identify(path)[1]
+    path.write_bytes(b"two" * 1000)
+    assert task.changed() == identify(path)[0].file_id

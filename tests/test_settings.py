@@ -77,3 +77,11 @@ def test_a_job_file_not_in_utf8_is_named_and_an_input_list_in_latin1_names_its_f
     job = job_file(f'input_list = "{tmp_path / "lists" / "in.txt"}"\nout = "{tmp_path / "j"}"\n')
     _, _, (inputs, _) = asked(monkeypatch, "run", str(job))
     assert [os.fsencode(x) for x in inputs] == [name]
+    # The tables keep paths as UTF-8: such a file fails by name (a clear error in its row), never a traceback after
+    # decoding it; from a list and from a folder alike.
+    from pipeline.job.inputs import expand_inputs
+
+    (tmp_path / "lists" / os.fsdecode(name)).write_bytes(b"RIFF")
+    for given in (inputs, [str(tmp_path / "lists")]):
+        (ref,) = expand_inputs(given)
+        assert "not UTF-8" in ref.error and str(ref.path).encode("utf-8").endswith(b"caf\\xe9.wav"), ref

@@ -197,7 +197,7 @@ def markup_site(tmp_path_factory):
     said = [
         (0.0, 2.0, " Hello <script>window.pwned = 1</script> there.", "Speaker 1", []),
         (2.0, 4.0, ' <img src=x onerror="window.pwned = 2"> and &amp; stay text', "Speaker 2", ["loop"]),
-        (4.0, 6.0, " Plain words at the end.", "Speaker 1", []),
+        (4.0, 6.0, " Plain words at the end, a constructor.", "Speaker 1", []),  # a name every JS object has
     ]
     episodes = []
     for n, (title, duration) in enumerate((("<b>bold</b> title", 6.0), ("Zed", 60.0), ("Alpha", 30.0))):
@@ -230,6 +230,9 @@ def test_transcript_text_that_looks_like_markup_is_shown_never_run(page, markup_
     assert driver.execute_script(
         "return window.pwned === undefined && document.querySelectorAll('#hits script, #hits img').length === 0"
     )
+    driver.get("about:blank")  # a new load: the index reads its query as it opens
+    driver.get((site / "index.html").as_uri() + "#q=constructor")  # a word every JS object has a property of
+    wait(driver, "return document.querySelectorAll('#hits li').length === 3")
     # the table sorts by a column's button
     driver.find_element("css selector", "th button[data-key='duration']").click()
     titles = [r.text.split("\n")[0] for r in driver.find_elements("css selector", "#episodes tbody tr td:first-child")]

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from ..audio.media import AUDIO_EXTENSIONS
 from ..facts.errors import DamagedState, UsageProblem
 from ..outputs.ownership import RECORD_DIR, has_record
-from ..outputs.speaker_names import Names, names_for, parse
+from ..outputs.speaker_names import Names, names_for, parse, recorded
 from ..storage.manifest import UNREADABLE, JobDir, is_job, jobs_below, read_table, row_paths
 from ..storage.tables import SEGMENTS_SCHEMA
 from .cache import SEARCHED, empty, job_tables, strings
@@ -116,7 +116,7 @@ def open_archive(job_dirs: list[Path], speaker_names: str | None = None, text: b
     empty). A folder that is not a job: NotAJob, naming what it is."""
     roots = []
     for given in job_dirs:
-        root = Path(given).absolute()
+        root = Path(os.path.abspath(given))
         if not is_job(root):
             raise NotAJob(f"{given} {what_it_is(root)}")
         if root not in roots:
@@ -136,7 +136,11 @@ def _read_job(root: Path, archive: Archive, override, text: bool) -> None:
         record = {}
         archive.problems.append(f"{exc}: its pending inputs are not listed")
     rules = (record.get("outputs") or {}).get("cue_rules") or {}
-    names, by_show = override or (tuple(rules.get("speaker_names") or ()), rules.get("show_speaker_names") or ())
+    names, by_show = (
+        override
+        or recorded(record)  # the run's own names (a job file's per show too), with or without subtitles
+        or (tuple(rules.get("speaker_names") or ()), rules.get("show_speaker_names") or ())
+    )
     tables = job_tables(root, text=text)
     archive.searchable[root] = tables.segments
     damaged = {path: error.splitlines()[0] if error else "unreadable" for path, error in tables.damaged}

@@ -110,7 +110,7 @@ def _tables(folder: Path) -> dict[str, list[int]]:
 def job_tables(root: Path, use_cache: bool = True, text: bool = True) -> JobTables:
     """The job's tables, from the cache where they have not changed since it was written. ``text=False``: the files
     rows only (the site's builds: the cache is read, never rewritten, and no segments table is read)."""
-    root = Path(root).absolute()
+    root = Path(os.path.abspath(root))
     path = cache_root() / "search" / f"{hashlib.sha256(str(root).encode()).hexdigest()[:20]}.arrow"
     files_now, segments_now = _tables(root / "files"), _tables(root / "segments")
     known, cached_rows, cached_segments = {}, {}, None
@@ -155,7 +155,7 @@ def job_tables(root: Path, use_cache: bool = True, text: bool = True) -> JobTabl
     if not text:
         return result
     result.segments = pa.concat_tables(parts + fresh) if parts or fresh else empty(SEARCHED)
-    if use_cache and (fresh or set(known) != set(tables)):
+    if use_cache and tables != known:  # a row rewritten in place (a failed file failing again) too
         _save(path, root, tables, result)
     return result
 

@@ -10,6 +10,7 @@ its page); a job keeps the sites built from it in ``<job>/site.json`` (``JOB_REC
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ..facts.errors import StorageError
@@ -43,7 +44,7 @@ class Pages:
 
     def __init__(self, archive: Archive, site: Path | None = None):
         self.pages: dict[str, Path] = {}
-        sites = [Path(site).absolute()] if site else []
+        sites = [Path(os.path.abspath(site))] if site else []
         if not site:
             for job in archive.jobs:
                 sites += [Path(s) for s in read_json_dict(job / JOB_RECORD).get("sites", []) if isinstance(s, str)]

@@ -111,18 +111,14 @@ def recorded_speaker_names(job_dir: Path, rules):
     from dataclasses import replace
 
     from ..facts.errors import DamagedState
+    from ..outputs.speaker_names import recorded
     from ..storage.manifest import JobDir
 
     try:
-        recorded = (JobDir(job_dir).read_job() or {}).get("speaker_names") or {}
-        names, by_show = recorded.get("names") or [], recorded.get("by_show") or []
-        return replace(
-            rules,
-            speaker_names=tuple(map(str, names)),
-            show_speaker_names=tuple((str(key), tuple(map(str, show))) for key, show in by_show),
-        )
-    except (DamagedState, AttributeError, TypeError, ValueError):  # none, or not as a run records them
+        names = recorded(JobDir(job_dir).read_job() or {})
+    except DamagedState:
         return rules
+    return rules if names is None else replace(rules, speaker_names=names[0], show_speaker_names=names[1])
 
 
 @main.group()

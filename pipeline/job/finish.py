@@ -215,9 +215,10 @@ def update_site(job: JobDir, options: JobOptions, summary: JobSummary) -> None:
 
     try:
         result = build_site([job.root], SiteOptions(Path(options.site), add_jobs=True))
-    except PodscribeError as exc:
-        summary.warnings.append((str(options.site), f"the site was not updated: {exc}"))
-        log.warning("the site %s was not updated: %s", options.site, exc)
+    except Exception as exc:  # noqa: BLE001  (whatever stops a site, the job goes on: its transcripts are written)
+        said = str(exc) if isinstance(exc, PodscribeError) else f"{type(exc).__name__}: {exc}"
+        summary.warnings.append((str(options.site), f"the site was not updated: {said}"))
+        log.warning("the site %s was not updated: %s", options.site, said, exc_info=log.isEnabledFor(logging.DEBUG))
         return
     summary.kept += [k for k in result.kept if k not in summary.kept]
     summary.site = result.out

@@ -49,5 +49,21 @@ def expand_inputs(inputs: list[str]) -> list[InputRef]:
         key = ref.path.resolve() if ref.path.exists() else ref.path
         if key not in seen:
             seen.add(key)
-            unique.append(ref)
+            unique.append(_named_in_utf8(ref))
     return unique
+
+
+def _named_in_utf8(ref: InputRef) -> InputRef:
+    """``ref``, or a clear failure where its name is not UTF-8 (an old archive's Latin-1 ``caf\xe9.mp3``): the tables
+    and job.json keep paths as UTF-8 text, which cannot hold it (the file was decoded, then its row could not be
+    written: a traceback on every run). The failure is recorded under the name as printable text."""
+    try:
+        str(ref.path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = Path(os.fsencode(ref.path).decode("utf-8", "backslashreplace"))
+        return InputRef(
+            shown,
+            f"its name is not UTF-8 ({shown.name}): podscribe's tables cannot keep it; rename it to UTF-8 "
+            "(e.g. convmv -f latin1 -t utf-8 --notest), then run again",
+        )
+    return ref

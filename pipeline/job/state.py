@@ -45,7 +45,10 @@ class Task:
 
     def changed(self) -> str | None:
         """The id of what the path it decodes holds now, if that is no longer ``file_id`` (None: unchanged)."""
-        return content_since(self.refs[0].path, self.stat_key, self.file_id)
+        now, key = content_since(self.refs[0].path, self.stat_key, self.file_id)
+        if now is None:
+            self.stat_key = key  # a touched file holding the same bytes: hashed once, not at every checkpoint
+        return now
 
 
 class ContentChanged(Exception):

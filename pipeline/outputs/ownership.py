@@ -206,8 +206,13 @@ class _Record:
         try:
             if self._journal is None:
                 self.dir.mkdir(parents=True, exist_ok=True)
-                self._journal = os.open(self.dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            os.write(self._journal, json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+                self._journal = os.open(self.dir / JOURNAL, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+                size = os.fstat(self._journal).st_size
+                if size and os.pread(self._journal, 1, size - 1) != b"\n":  # a line a kill cut short: ended, so
+                    os.write(self._journal, b"\n")  # the next entry is not glued to it (both would be unreadable)
+            line = json.dumps(entry, separators=(",", ":")).encode() + b"\n"
+            if os.write(self._journal, line) != len(line):  # a full disk may take part of it without an error
+                raise OSError(errno.ENOSPC, "the disk took only part of an entry")
         except OSError as exc:
             raise StorageError(
                 f"cannot write {self.dir / JOURNAL}: {exc.strerror or exc}; free space or fix permissions, "
@@ -476,18 +481,22 @@ class Writer:
 
     def remove_stale_temporaries(self) -> None:
         """The temporary files of writes a killed process left (``atomic_write_bytes``'s ``.NAME.*.tmp``): under
-        the folder's lock no write is in flight, so each one of a name podscribe writes here is stale."""
-        try:
-            found = [e.name for e in os.scandir(self.folder) if e.name.startswith(".") and e.name.endswith(".tmp")]
-        except OSError:
-            return
-        if not found:
-            return
-        prefixes = {temp_prefix(name) for name in self.record.digests}
-        for name in found:
-            if name[: -len("XXXXXXXX.tmp")] in prefixes:
-                with contextlib.suppress(OSError):
-                    os.unlink(self.folder / name)
+        the folder's lock no write is in flight, so each one of a name podscribe writes here is stale. Names may be
+        paths inside the folder (a site's ``e/ep.html``): each folder they are in is looked at."""
+        prefixes: dict[str, set[str]] = {}
+        for name in self.record.digests:
+            parent, _, base = name.rpartition("/")
+            prefixes.setdefault(parent, set()).add(temp_prefix(base))
+        for parent, known in prefixes.items():
+            folder = self.folder / parent if parent else self.folder
+            try:
+                found = [e.name for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".tmp")]
+            except OSError:
+                continue
+            for name in found:
+                if name[: -len("XXXXXXXX.tmp")] in known:
+                    with contextlib.suppress(OSError):
+                        os.unlink(folder / name)
 
 
 def has_record(folder: Path) -> bool:
@@ -495,10 +504,30 @@ def has_record(folder: Path) -> bool:
     return any((Path(folder) / RECORD_DIR / name).is_file() for name in (RECORD, JOURNAL))
 
 
+@dataclass
+class Recorded:
+    """What podscribe wrote in a folder, as its record and journal stand (read once, read only)."""
+
+    digests: dict[str, set[str]]  # file name -> the digests podscribe may have left there (none of them: a person's)
+    names_of: dict[tuple[str, str], set[str]]  # (input path, extension) -> the names written for it
+
+    def names(self, path: str, ext: str) -> set[str]:
+        """The names written for ``path``'s ``ext`` file, without the ``.new`` files beside a person's version."""
+        return {n for n in self.names_of.get((path, ext), ()) if ".new." not in n and ".new-" not in n}
+
+
+def recorded(folder: Path) -> Recorded:
+    record = _Record(Path(folder))
+    return Recorded(
+        {name: _accepted(value) for name, value in record.digests.items()},
+        {key: set(names) for key, names in record.names_of.items() if names},
+    )
+
+
 def own_digests(folder: Path) -> dict[str, set[str]]:
     """Per file name in ``folder``, the digests podscribe may have left there (its record and journal, read as they
     stand): a file holding none of them is a person's (the site offers it as edited)."""
-    return {name: _accepted(value) for name, value in _Record(Path(folder)).digests.items()}
+    return recorded(folder).digests
 
 
 def _file_digest(path: Path) -> str | None:

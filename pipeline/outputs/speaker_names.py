@@ -54,6 +54,20 @@ def parse(value, where: str = "speaker_names") -> tuple[Names, ByShow]:
     raise ShapeError(f"{where} must be a list of names or a table of lists per show; {EXAMPLE}")
 
 
+def recorded(job_record: dict) -> tuple[Names, ByShow] | None:
+    """The names a job recorded in its job.json (``speaker_names``: its run's list and its table per show, as
+    ``JobDir.write_job`` keeps them); None where it recorded none, or not in that shape."""
+    value = job_record.get("speaker_names")
+    if not isinstance(value, dict):
+        return None
+    try:
+        names = tuple(map(str, value.get("names") or ()))
+        by_show = tuple((str(key), tuple(map(str, show))) for key, show in value.get("by_show") or ())
+    except (TypeError, ValueError):  # not pairs of a key and a list
+        return None
+    return names, by_show
+
+
 def matches(key: str, path: str) -> bool:
     """Whether ``key`` (folder name, path tail or glob) names ``path`` or a folder it is in."""
     pure = PurePath(path)

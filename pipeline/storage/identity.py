@@ -89,20 +89,23 @@ def _stat_key(st: os.stat_result) -> tuple:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
-def content_since(path: Path, stat_key: tuple | None, file_id: str) -> str | None:
-    """None while ``path`` still holds ``file_id`` (its stat unchanged since ``stat_key``, or its bytes hashed
-    again the same); else the id of what it holds now. A path gone or unreadable now says nothing (None): what
-    was read of it is what it held."""
+def content_since(path: Path, stat_key: tuple | None, file_id: str) -> tuple[str | None, tuple | None]:
+    """``(None, key)`` while ``path`` still holds ``file_id`` (its stat unchanged since ``stat_key``, or its bytes
+    hashed again the same: ``key`` is the stat it holds them under now, so a touched file is hashed once, not at
+    every checkpoint); else ``(the id of what it holds now, None)``. A path gone or unreadable now says nothing
+    (``(None, stat_key)``): what was read of it is what it held."""
     if stat_key is None:
-        return None
+        return None, None
     try:
         st = os.stat(path)
     except OSError:
-        return None
+        return None, stat_key
     if _stat_key(st) == tuple(stat_key):
-        return None
-    ident, _ = identify(path)
-    return None if not ident.readable or ident.file_id == file_id else ident.file_id
+        return None, stat_key
+    ident, key = identify(path)
+    if not ident.readable:
+        return None, stat_key
+    return (None, key) if ident.file_id == file_id else (ident.file_id, None)
 
 
 def legacy_fingerprint(path: Path, block: int = 1 << 16) -> str | None:

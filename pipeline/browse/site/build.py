@@ -40,7 +40,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ...facts.errors import DamagedState, StorageError, UsageProblem
-from ...outputs.ownership import RECORD, RECORD_DIR, OutputDir, output_names, own_digests
+from ...outputs.ownership import RECORD, RECORD_DIR, OutputDir, Recorded, has_record, output_names, recorded
 from ...outputs.speaker_names import named
 from ...storage.atomic import atomic_write_bytes, read_json_dict, try_flock
 from ...storage.manifest import UNREADABLE, JobDir, is_job, row_paths
@@ -123,13 +123,13 @@ def build_site(job_dirs: list[Path], options: SiteOptions) -> SiteResult:
     """Build or update the site at ``options.out`` from ``job_dirs``. A folder that is no job: NotAJob (exit 2);
     an episode whose tables cannot be read is listed unreadable (``result.unreadable``) and the rest is built."""
     start = time.monotonic()
-    out = Path(options.out).absolute()
+    out = Path(os.path.abspath(options.out))
     exists = check_out(out)
     if not job_dirs and not (options.add_jobs and exists):
         raise UsageProblem("name at least one job dir")
     for root in job_dirs:  # a folder that is no job: refused before anything is made
-        if not is_job(Path(root).absolute()):
-            raise NotAJob(f"{root} {what_it_is(Path(root).absolute())}")
+        if not is_job(Path(os.path.abspath(root))):
+            raise NotAJob(f"{root} {what_it_is(Path(os.path.abspath(root)))}")
     if not exists:
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
@@ -160,9 +160,9 @@ def build_site(job_dirs: list[Path], options: SiteOptions) -> SiteResult:
 def _build(
     target: Path, final: Path, job_dirs: list[Path], options: SiteOptions, record: dict, durable: bool
 ) -> SiteResult:
-    jobs = [Path(j).absolute() for j in job_dirs]
+    jobs = [Path(os.path.abspath(j)) for j in job_dirs]
     if options.add_jobs:
-        earlier = [Path(j) for j in record.get("jobs", []) if isinstance(j, str) and is_job(Path(j))]
+        earlier = [Path(os.path.abspath(j)) for j in record.get("jobs", []) if isinstance(j, str) and is_job(Path(j))]
         jobs = list(dict.fromkeys([*earlier, *jobs]))
     archive = open_archive(jobs, options.speaker_names, text=False)
     return Builder(target, final, archive, options, record, durable).run()
@@ -195,32 +195,59 @@ def slug(text: str) -> str:
 
 
 @dataclass
+class Downloads:
+    """An episode's files in its job's output folder (extension -> path), the digests podscribe left in each (a file
+    holding none of them is a person's version), and the cue rules the job laid them out with."""
+
+    files: dict[str, Path] = field(default_factory=dict)
+    written: dict[str, set[str]] = field(default_factory=dict)  # file name -> digests podscribe may have left
+    cue_rules: dict | None = None
+
+
+@dataclass
 class JobOutputs:
-    """Where a job wrote its episodes' files (None: it wrote none), the name of each input's, the formats, and the
-    cue rules they were laid out with."""
+    """Where a job wrote its episodes' files (None: it wrote none), what that folder's record says podscribe wrote
+    there (None: no record, a folder written before there was one: the names are then the job's own names), the
+    formats, and the cue rules they were laid out with."""
 
     folder: Path | None = None
     names: dict[str, str] = field(default_factory=dict)
     formats: set[str] = field(default_factory=set)
     cue_rules: dict | None = None
+    written: Recorded | None = None
 
     def own_file(self, episode: Episode, ext: str) -> Path | None:
+        """The file written for this episode (never one written for another input of the same stem: two jobs
+        sharing a folder name theirs apart, and the record says which is whose)."""
+        if not self.folder or ext not in self.formats:
+            return None
         name = self.names.get(episode.path)
-        return self.folder / f"{name}.{ext}" if self.folder and name and ext in self.formats else None
+        if self.written is None:
+            return self.folder / f"{name}.{ext}" if name else None
+        names = self.written.names(episode.path, ext)
+        if not names:
+            return None
+        return self.folder / (f"{name}.{ext}" if f"{name}.{ext}" in names else min(names))
+
+    def downloads(self, episode: Episode) -> Downloads:
+        files = {ext: f for _, ext in DOWNLOADS if (f := self.own_file(episode, ext)) is not None}
+        digests = self.written.digests if self.written else {}
+        return Downloads(files, {f.name: digests.get(f.name, set()) for f in files.values()}, self.cue_rules)
 
 
 def job_outputs(root: Path, rows: list[dict]) -> JobOutputs:
     """The files the job wrote (``--subtitles``, recorded in job.json) or `podscribe export` wrote into its
     subtitles folder: whichever of SRT, VTT, TXT and JSON are there for an episode are the site's downloads."""
     try:
-        recorded = (JobDir(root).read_job() or {}).get("outputs") or {}
+        recorded_job = (JobDir(root).read_job() or {}).get("outputs") or {}
     except DamagedState:
-        recorded = {}
-    folder = Path(recorded["output_dir"]) if recorded.get("output_dir") else root / "subtitles"
+        recorded_job = {}
+    folder = Path(recorded_job["output_dir"]) if recorded_job.get("output_dir") else root / "subtitles"
     if not folder.is_dir():
-        return JobOutputs(cue_rules=recorded.get("cue_rules"))
+        return JobOutputs(cue_rules=recorded_job.get("cue_rules"))
     names = output_names([p for r in rows for p in row_paths(r)])
-    return JobOutputs(folder, names, {ext for _, ext in DOWNLOADS}, recorded.get("cue_rules"))
+    written = recorded(folder) if has_record(folder) else None
+    return JobOutputs(folder, names, {ext for _, ext in DOWNLOADS}, recorded_job.get("cue_rules"), written)
 
 
 @dataclass
@@ -232,7 +259,7 @@ class EpisodeWork:
     site_title: str
     page_dir: Path  # where the page will be (e/ of the site's final place): the audio's relative link
     copy_audio: bool
-    own: JobOutputs
+    own: Downloads
 
 
 @dataclass
@@ -253,14 +280,13 @@ def render_episode(work: EpisodeWork) -> Rendered:
     labels = list(dict.fromkeys(s["speaker"] for s in segments if s.get("speaker")))
     out = Rendered(speakers=[named(label, e.names) for label in labels])
     downloads, made = [], None
-    written = own_digests(work.own.folder) if work.own.folder else {}
     for label, ext in DOWNLOADS:
-        own = work.own.own_file(e, ext)
+        own = work.own.files.get(ext)
         data = _read(own) if own else None
         if data is None:
             made = made or made_downloads(e, segments, work.own.cue_rules)
             data = made[ext]
-        elif hashlib.sha256(data).hexdigest() not in written.get(own.name, ()):
+        elif hashlib.sha256(data).hexdigest() not in work.own.written.get(own.name, ()):
             out.edited.append(label)  # changed since the job wrote it (or not the job's): the person's version
         downloads.append((label, f"{name}.{ext}"))
         out.files[f"e/{name}.{ext}"] = data
@@ -432,8 +458,8 @@ class Builder:
     def state_of(self, e: Episode) -> str:
         """What an episode's files are made from, as a digest: an episode whose state is unchanged is not made
         again."""
-        own = self.own[e.job]
-        sources = [(ext, _stat(own.own_file(e, ext))) for _, ext in DOWNLOADS if own.own_file(e, ext)]
+        own = self.own[e.job].downloads(e)
+        sources = [(ext, _stat(path)) for ext, path in own.files.items()]
         audio = [audio_link(e, self.final / "e"), self.options.copy_audio]
         audio += [_stat(e.path) if self.options.copy_audio else os.path.isfile(e.path)]
         segments = _stat(JobDir(e.job).table_path("segments", e.file_id))
@@ -453,7 +479,14 @@ class Builder:
             else:
                 todo.append((e, state))
         works = [
-            EpisodeWork(e, self.names[e.key], self.title, self.final / "e", self.options.copy_audio, self.own[e.job])
+            EpisodeWork(
+                e,
+                self.names[e.key],
+                self.title,
+                self.final / "e",
+                self.options.copy_audio,
+                self.own[e.job].downloads(e),
+            )
             for e, _ in todo
         ]
         batch: dict[str, bytes] = {}

@@ -37,7 +37,7 @@
 
   // Terms of a query, as text.parse makes them; the last word of an unquoted query still being typed is a prefix.
   function parse(query) {
-    var parts = query.replace(/[\u201c\u201d]/g, '"').split('"'), terms = [], seen = {};
+    var parts = query.replace(/[\u201c\u201d]/g, '"').split('"'), terms = [], seen = Object.create(null);
     parts.forEach(function (part, i) {
       var found = words(part);
       if (i % 2) { if (found.length) terms.push({ words: found }); }
@@ -75,10 +75,15 @@
     return out;
   }
 
-  var decoded = {};
+  // A word is any text ("constructor" too): looked up as an own property only, never one every object inherits.
+  function own(table, key) {
+    return table && Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined;
+  }
+
+  var decoded = Object.create(null);
   function positionsOf(group, shard, word) {
     var id = group + "/" + word;
-    if (!decoded[id]) decoded[id] = shard && shard[word] ? cumulative(shard[word]) : new Int32Array(0);
+    if (!decoded[id]) decoded[id] = own(shard, word) ? cumulative(own(shard, word)) : new Int32Array(0);
     return decoded[id];
   }
 
@@ -174,7 +179,7 @@
         t.words.forEach(function (w) {
           var dir = podscribe.data["words/" + keyOf(w)] || {}, here = new Set();
           var found = t.prefix ? Object.keys(dir).filter(function (x) { return x.lastIndexOf(w, 0) === 0; }) : [w];
-          found.forEach(function (x) { (dir[x] || []).forEach(function (g) { here.add(g); }); });
+          found.forEach(function (x) { (own(dir, x) || []).forEach(function (g) { here.add(g); }); });
           allowed = allowed === null ? here : new Set(Array.from(allowed).filter(function (g) { return here.has(g); }));
         });
       });
