@@ -5,7 +5,7 @@ Run each from the repository root as a module, e.g. ``.venv/bin/python -m bench.
 """
 
 # The peers run as their users run them: CTranslate2 (faster-whisper) bundles its own libgomp, which reads
-# GOMP_SPINCOUNT when it loads, and importing podscribe sets that for torch's (pipeline/runtime.py, OPENMP_WAIT).
+# GOMP_SPINCOUNT when it loads, and importing podscribe sets that for torch's (pipeline/facts/runtime.py, OPENMP_WAIT).
 # So CTranslate2 loads here, first, with the environment as the bench was given it.
 try:
     import ctranslate2  # noqa: F401

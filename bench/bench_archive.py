@@ -49,8 +49,8 @@ import pyarrow.compute as pc
 from bench import browser
 from bench.common import LONGFORM, REPO, write_job
 from pipeline.browse import text as textmod
-from pipeline.manifest import JobDir, write_table
-from pipeline.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+from pipeline.storage.manifest import JobDir, write_table
+from pipeline.storage.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
 
 PODSCRIBE = [sys.executable, "-m", "pipeline.cli"]
 SOURCE = REPO / ".cache" / "bench" / "longform-tiny"

@@ -26,7 +26,7 @@ from pipeline.models import registry
 
 
 def beams_everywhere(beams: int):
-    """Transcriber._generate replaced: each piece by transformers' beam search, one at a time (the fallback's path)."""
+    """Transcriber.generate replaced: each piece by transformers' beam search, one at a time (the fallback's path)."""
 
     def generate(self, features, encoded, languages, audio, results, cross=None):
         out = [
@@ -55,14 +55,14 @@ def main() -> None:
     files = episode_files(longform, discover_episodes(longform))
     tmp = Path(tempfile.mkdtemp(prefix="podscribe-beams-"))
     results = {}
-    greedy = transcriber.Transcriber._generate
+    greedy = transcriber.Transcriber.generate
     try:
-        transcriber.Transcriber._generate = beams_everywhere(args.beams)
+        transcriber.Transcriber.generate = beams_everywhere(args.beams)
         start = time.perf_counter()
         results[f"podscribe beam {args.beams} (every piece)"] = bl.run_podscribe(files, tmp / "job", None)
         print(f"podscribe with beams: {time.perf_counter() - start:.0f} s", flush=True)
     finally:
-        transcriber.Transcriber._generate = greedy
+        transcriber.Transcriber.generate = greedy
     if not args.skip_fw:
         from faster_whisper import WhisperModel
 

@@ -5,7 +5,7 @@
 Each setting runs in a fresh process (libgomp reads its environment once, as torch loads), one after the
 other, with N processes busy-looping on the CPUs beside it (``--busy``, one pass per value). The settings:
 libgomp's own spin count (300,000 turns, podscribe before decision 0041), podscribe's (1,000:
-``pipeline/runtime.OPENMP_WAIT``), no spin (0), ``OMP_WAIT_POLICY=PASSIVE``, and one torch thread. Printed per
+``pipeline/facts/runtime.OPENMP_WAIT``), no spin (0), ``OMP_WAIT_POLICY=PASSIVE``, and one torch thread. Printed per
 setting: wall and CPU seconds of the encoder (one batch of all clips) and of the decoding (batches of 4, plain
 greedy, no draft), and the tokens (equal across settings: the arithmetic is the same). Wall seconds are what
 contention stretches; compare settings within one pass.
@@ -34,16 +34,16 @@ def child(clips: int, compute_type: str) -> dict:
     import torch
 
     from bench.common import english_clips
-    from pipeline import audio
+    from pipeline.audio import media
     from pipeline.decode.generate import Generator, encode, log_mel
+    from pipeline.facts.runtime import pick_runtime, quiet_libraries
     from pipeline.models.load import load_models
-    from pipeline.runtime import pick_runtime, quiet_libraries
 
     quiet_libraries()
     if os.environ.get("BENCH_THREADS"):
         torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
     models = load_models("base", "none", pick_runtime("cpu", compute_type))
-    pieces = [audio.decode(c.path) for c in english_clips(count=clips)]
+    pieces = [media.decode(c.path) for c in english_clips(count=clips)]
     features = log_mel(models.processor.feature_extractor, pieces, "cpu", models.runtime.dtype)
     generator = Generator(models, use_assistant=False)
     prompt = generator.prompt("en")

@@ -42,7 +42,7 @@ import numpy as np
 from bench import exchanges
 from pipeline.diarize.diarizer import Diarizer
 from pipeline.diarize.options import DiarizeOptions
-from pipeline.manifest import JobDir
+from pipeline.storage.manifest import JobDir
 
 STEP_S = 0.01
 
@@ -231,7 +231,7 @@ SPEECH_GROUPS = {
 
 def conversations(speech: Path, here: Path) -> list[tuple[str, np.ndarray, list[tuple[float, float, str]]]]:
     """(name, samples, truth) for conversations in turns of the clip groups, and one-speaker files."""
-    from pipeline import audio
+    from pipeline.audio import media
 
     g = SPEECH_GROUPS
     plans = {
@@ -253,7 +253,7 @@ def conversations(speech: Path, here: Path) -> list[tuple[str, np.ndarray, list[
     rng = np.random.default_rng(0)
     out = []
     for name, parts in plans.items():
-        clips = [(who, audio.decode(speech / rel)) for who, rel in parts]
+        clips = [(who, media.decode(speech / rel)) for who, rel in parts]
         out.append((name, *_joined(clips, rng)))
     text = (here / "examples" / "episode.txt").read_text().splitlines()
     lines = [line.split("|", 1) for line in text if "|" in line and not line.startswith("#")]
@@ -262,7 +262,7 @@ def conversations(speech: Path, here: Path) -> list[tuple[str, np.ndarray, list[
         for k, (voice, text) in enumerate(lines[:12]):
             wav = Path(tmp) / f"{k}.wav"
             subprocess.run(["espeak-ng", "-v", voice, "-s", "135", "-w", str(wav), text], check=True)
-            clips.append((voice, audio.decode(wav)))
+            clips.append((voice, media.decode(wav)))
     out.append(("espeak-ng pair (2)", *_joined(clips, rng)))
     return out
 
@@ -305,7 +305,8 @@ BACKCHANNEL_PLAN = {"n_turns": 36, "short_share": 0.5, "tiny_share": 0.5, "same_
 def transcribe(args, paths: list[Path], job_dir: Path, words: bool = True) -> dict[str, tuple[dict, list[dict]]]:
     """Each file's row and segments (time order), transcribed with ``args.model`` (reused when finished)."""
     from pipeline.decode import DecodeOptions
-    from pipeline.runner import JobOptions, run
+    from pipeline.job.config import JobOptions
+    from pipeline.job.run import run
 
     run(
         [str(p) for p in paths],

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from bench.common import LONGFORM
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.backend.quantize import quantize
 from pipeline.decode.generate import Generator, encode, log_mel
 from pipeline.decode.kv_cache import KVCacheDecoder
@@ -33,13 +33,13 @@ from pipeline.decode.transcriber import Transcriber
 from pipeline.distill.evaluate import step_cost_ratio
 from pipeline.distill.options import DistillOptions
 from pipeline.distill.train import distill
+from pipeline.facts.runtime import pick_runtime
 from pipeline.models.load import Models, load_assistant, load_models, quantized_self_draft
-from pipeline.runtime import pick_runtime
 
 
 def eval_pieces(longform: Path, n: int, transcriber: Transcriber) -> list:
     episodes = sorted(p for p in longform.iterdir() if p.suffix in (".mp3", ".m4a", ".ogg", ".wav", ".flac"))
-    streams = [audio.pieces(p) for p in episodes]
+    streams = [media.pieces(p) for p in episodes]
     out = []
     while len(out) < n and streams:
         for s in list(streams):
@@ -47,7 +47,7 @@ def eval_pieces(longform: Path, n: int, transcriber: Transcriber) -> list:
             if piece is None:
                 streams.remove(s)
                 continue
-            _, active = transcriber._gate([piece.samples])
+            _, active = transcriber.gate([piece.samples])
             if active:
                 out.append(piece.samples)
             if len(out) >= n:
@@ -132,7 +132,7 @@ def main() -> None:
     drafts = [m for m in ("self-int8", "distilled") if m in modes]
     transcriber = Transcriber(modes["base"], DecodeOptions(language="en"))
     pieces = eval_pieces(args.longform, args.pieces, transcriber)
-    seconds = sum(len(p) for p in pieces) / audio.SAMPLE_RATE
+    seconds = sum(len(p) for p in pieces) / media.SAMPLE_RATE
     features = log_mel(base.processor.feature_extractor, pieces, runtime.device, runtime.dtype)
     t0 = time.perf_counter()
     with torch.inference_mode():

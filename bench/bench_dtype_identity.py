@@ -49,13 +49,13 @@ import torch
 import torch.nn.functional as F
 
 from bench.common import REPO, SPEECH, english_clips
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.decode.generate import Generator
 from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.rules import RuleState
-from pipeline.metrics import english_normalizer, wer
+from pipeline.facts.metrics import english_normalizer, wer
+from pipeline.facts.runtime import pick_runtime
 from pipeline.models.load import Models, load_models, quantized_self_draft
-from pipeline.runtime import pick_runtime
 
 
 @dataclass
@@ -126,7 +126,7 @@ def prepare(dtype: str, model: str, cache_dir: Path | None, pieces: list[np.ndar
     plain = load_models(model, "none", runtime, cache_dir)
     spec = Models(plain.main, plain.processor, quantized_self_draft(plain.main), plain.main_ref, "self-int8", runtime)
     features = plain.processor.feature_extractor(
-        pieces, sampling_rate=audio.SAMPLE_RATE, return_tensors="pt"
+        pieces, sampling_rate=media.SAMPLE_RATE, return_tensors="pt"
     ).input_features.to(runtime.device, runtime.dtype)
     with torch.inference_mode():  # warm-up, untimed: one short piece through both modes
         for models, speculative in ((plain, False), (spec, True)):
@@ -309,18 +309,18 @@ def main() -> None:
     clips = [every[round(i * len(every) / n)] for i in range(n)]
     names = [str(c.path.relative_to(args.speech)) for c in clips]
     refs = [c.text for c in clips]
-    pieces = [audio.decode(c.path) for c in clips]
+    pieces = [media.decode(c.path) for c in clips]
     size = args.batch_size
     batches = list(range(0, n, size))
     cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     print(
         f"model {args.model}, CPU, assistant self-int8, batch {size}, torch {torch.__version__}, "
         f"threads {torch.get_num_threads()}, {cores} cores, "
-        f"cpu bf16 units: {bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())}, "
+        f"cpu bf16 units: {bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())}, "  # noqa: SLF001 (no public probe)
         f"load average {os.getloadavg()[0]:.1f} (wall times are only comparable within one run)"
     )
     print(
-        f"clips: {n} of {len(every)} English human-referenced ({sum(len(p) for p in pieces) / audio.SAMPLE_RATE:.0f} s)"
+        f"clips: {n} of {len(every)} English human-referenced ({sum(len(p) for p in pieces) / media.SAMPLE_RATE:.0f} s)"
         + ("" if n == len(every) else f" — cut to {n} (spread evenly) to keep the run short; --clips 0 for all")
     )
 

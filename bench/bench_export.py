@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+from pipeline.storage.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
 
 WORDS = "so the thing about gardening in winter is that nothing seems to happen and yet everything does".split()
 

@@ -11,7 +11,7 @@ scored with its own score.py (WER, S/D/I, sentences without a hypothesis, words 
 start-time error, border duplicates).
 
 Configurations (all on this machine's CPU, one after the other, models loaded before the clock starts):
-  podscribe          `pipeline.runner.run` with default `JobOptions` and model `base`, exactly what
+  podscribe          `pipeline.job.run.run` with default `JobOptions` and model `base`, exactly what
                      `podscribe transcribe <episodes> --model base` does (plain batched greedy, VAD gate,
                      language detected per piece, second chances on: coverage check, beam fallback);
   podscribe 1st pass (--first-pass) the same without the second chances, to show what they cost and buy;
@@ -78,9 +78,10 @@ def run_podscribe(
     import pyarrow.dataset as ds
 
     from pipeline.decode import DecodeOptions
+    from pipeline.facts.runtime import pick_runtime
+    from pipeline.job.config import JobOptions
+    from pipeline.job.run import run
     from pipeline.models.load import load_models
-    from pipeline.runner import JobOptions, run
-    from pipeline.runtime import pick_runtime
 
     shutil.rmtree(job_dir, ignore_errors=True)
     decode = (
@@ -281,7 +282,7 @@ def main() -> None:
         "--libgomp-spin",
         action="store_true",
         help="also run podscribe (in a child process) with libgomp's own spin count, 300,000 turns, as before "
-        "podscribe set GOMP_SPINCOUNT (pipeline/runtime.py, OPENMP_WAIT)",
+        "podscribe set GOMP_SPINCOUNT (pipeline/facts/runtime.py, OPENMP_WAIT)",
     )
     parser.add_argument("--out", type=Path, help="write all results (scores, per-sentence details, hypotheses) as JSON")
     args = parser.parse_args()
@@ -331,7 +332,7 @@ def main() -> None:
                 )
                 results[label]["load_avg_after"] = os.getloadavg()
             if args.cut_variant:
-                from pipeline.audio import CutOptions
+                from pipeline.audio.media import CutOptions
 
                 variant = CutOptions(**json.loads(args.cut_variant))
                 print(f"podscribe base, {variant} ...", flush=True)

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from bench.common import SPEECH, english_clips
 from pipeline.decode import DecodeOptions
+from pipeline.facts.runtime import pick_runtime
+from pipeline.job.config import JobOptions
+from pipeline.job.run import run
 from pipeline.models.load import load_models
-from pipeline.runner import JobOptions, run
-from pipeline.runtime import pick_runtime
 
 
 def main() -> None:
@@ -56,7 +57,7 @@ def main() -> None:
     # The cost of one checkpoint itself, against the decoding time of the batch it saves.
     import pyarrow.dataset as ds
 
-    from pipeline.manifest import JobDir
+    from pipeline.storage.manifest import JobDir
 
     job_dir = folder / "job-True-0"
     pieces = ds.dataset(job_dir / "pieces").to_table().to_pylist()

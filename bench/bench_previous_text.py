@@ -67,12 +67,12 @@ def main() -> None:
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    from pipeline import audio
+    from pipeline.audio import media
     from pipeline.decode import DecodeOptions
+    from pipeline.decode.stitch import stitch
     from pipeline.decode.transcriber import Transcriber
+    from pipeline.facts.runtime import pick_runtime
     from pipeline.models.load import load_models
-    from pipeline.runtime import pick_runtime
-    from pipeline.stitch import stitch
 
     longform = args.longform.resolve()
     scorer = load_scorer(longform)
@@ -80,7 +80,7 @@ def main() -> None:
     files = episode_files(longform, names)
     models = load_models("base", "none", pick_runtime("auto", args.compute_type))
     transcriber = Transcriber(models, DecodeOptions(), use_assistant=False)
-    cut = {name: list(audio.pieces(path)) for name, path in files.items()}
+    cut = {name: list(media.pieces(path)) for name, path in files.items()}
     print(f"episodes: {', '.join(names)}; {sum(len(p) for p in cut.values())} pieces; {models.runtime.describe()}")
 
     results = {}
@@ -91,7 +91,7 @@ def main() -> None:
             start = time.perf_counter()
             found = transcribe(transcriber, pieces, previous)
             wall = time.perf_counter() - start
-            duration = sum(p.n_samples for p in pieces) / audio.SAMPLE_RATE
+            duration = sum(p.n_samples for p in pieces) / media.SAMPLE_RATE
             segments = stitch(pieces, found, duration)
             episodes[name] = {
                 "wall_s": wall,

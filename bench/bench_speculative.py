@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 from bench.common import SPEECH, english_clips, long_form
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.decode.generate import Generator
 from pipeline.decode.hf_generate import hf_generate
-from pipeline.metrics import wer
+from pipeline.facts.metrics import wer
+from pipeline.facts.runtime import pick_runtime
 from pipeline.models.load import Models, load_assistant, load_models
-from pipeline.runtime import pick_runtime
 
 SIZES = (1, 2, 4, 8)
 
@@ -69,7 +69,7 @@ def run_ours(models: Models, features, encoded, size: int, speculative: bool):
 
 def measure(label: str, models: Models, pieces: list[np.ndarray], refs: list[str], joined: bool) -> None:
     features = models.processor.feature_extractor(
-        pieces, sampling_rate=audio.SAMPLE_RATE, return_tensors="pt"
+        pieces, sampling_rate=media.SAMPLE_RATE, return_tensors="pt"
     ).input_features
     encoded, enc_s = {}, {}
     for size in SIZES:
@@ -100,7 +100,7 @@ def measure(label: str, models: Models, pieces: list[np.ndarray], refs: list[str
 
     hf_dec = rows[0][2]
     hf_e2e = hf_dec + enc_s[1]
-    audio_s = sum(len(p) for p in pieces) / audio.SAMPLE_RATE
+    audio_s = sum(len(p) for p in pieces) / media.SAMPLE_RATE
     print(f"\n## {label}: {len(pieces)} pieces, {audio_s:.0f} s of audio, {n_tokens} tokens (with end of text)\n")
     print(
         "| configuration | batch | encoder s | decoder s | decoder vs hf bs1 | end-to-end vs hf bs1 "
@@ -138,11 +138,11 @@ def main() -> None:
     )
 
     clips = english_clips(args.speech, 12 if args.quick else 0)
-    measure("shared English clips", models, [audio.decode(c.path) for c in clips], [c.text for c in clips], False)
+    measure("shared English clips", models, [media.decode(c.path) for c in clips], [c.text for c in clips], False)
     if not args.quick:
         with tempfile.TemporaryDirectory(prefix="podscribe-bench-") as folder:
             mp3, joined = long_form(clips, Path(folder))
-            pieces = [p.samples for p in audio.pieces(mp3)]
+            pieces = [p.samples for p in media.pieces(mp3)]
             measure("3-minute long-form file", models, pieces, [" ".join(joined.texts)], True)
 
 

@@ -23,11 +23,12 @@ from pathlib import Path
 
 from bench.common import SPEECH, Clip, english_clips, long_form
 from pipeline.decode import DecodeOptions
-from pipeline.metrics import wer
+from pipeline.facts.metrics import wer
+from pipeline.facts.runtime import pick_runtime
+from pipeline.job.config import JobOptions
+from pipeline.job.run import run
 from pipeline.models import registry
 from pipeline.models.load import Models, load_models
-from pipeline.runner import JobOptions, run
-from pipeline.runtime import pick_runtime
 
 
 def podscribe_archive(models: Models, clips, batch_size: int, folder: Path):

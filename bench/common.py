@@ -3,7 +3,7 @@ ffmpeg encoder, and the long-form set's own scorer.
 
 One copy so that a benchmark measures the same inputs the tests assert on (the tests' ``long_form`` fixture and
 ``bench_transcribe``'s long-form file are one function), and so that a change to how clips are read or files
-encoded reaches every script. Light on purpose: numpy and ``pipeline.audio`` only (no torch), so the fast tests
+encoded reaches every script. Light on purpose: numpy and ``pipeline.audio.media`` only (no torch), so the fast tests
 can import it.
 
 The data lives outside the repository: ``../shared/speech`` (clips with ``references.jsonl``; override with
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import audio
+from pipeline.audio import media
 
 REPO = Path(__file__).resolve().parents[1]
 SPEECH = Path(os.environ.get("PODSCRIBE_SPEECH_DIR", REPO.parent / "shared" / "speech"))
@@ -79,7 +79,7 @@ def encode(path: Path, samples: np.ndarray, *output_args: str) -> Path:
     """Write float32 16 kHz mono samples to ``path`` through ffmpeg (the container and codec from its suffix,
     ``output_args`` before it, e.g. ``"-b:a", "64k"``)."""
     subprocess.run(
-        ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", str(audio.SAMPLE_RATE), "-ac", "1"]
+        ["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "f32le", "-ar", str(media.SAMPLE_RATE), "-ac", "1"]
         + ["-i", "pipe:", *output_args, str(path)],
         input=samples.astype(np.float32).tobytes(),
         check=True,
@@ -98,7 +98,7 @@ class Joined:
 
     @property
     def duration_s(self) -> float:
-        return len(self.samples) / audio.SAMPLE_RATE
+        return len(self.samples) / media.SAMPLE_RATE
 
 
 def join_clips(
@@ -108,15 +108,15 @@ def join_clips(
     are joined. ``loop``: go round the clips again until then and cut at exactly ``seconds`` (an episode of a given
     length); otherwise stop after the clip and pause that pass it (or at the last clip)."""
     rng = np.random.default_rng(seed)
-    need = int(seconds * audio.SAMPLE_RATE)
+    need = int(seconds * media.SAMPLE_RATE)
     decoded: dict[Path, np.ndarray] = {}
     parts, spans, texts, pos = [], [], [], 0
     while pos <= need:
         for clip in clips:
-            samples = decoded.setdefault(clip.path, audio.decode(clip.path))
-            gap = np.zeros(int(rng.uniform(*pause_s) * audio.SAMPLE_RATE), np.float32)
+            samples = decoded.setdefault(clip.path, media.decode(clip.path))
+            gap = np.zeros(int(rng.uniform(*pause_s) * media.SAMPLE_RATE), np.float32)
             parts += [samples, gap]
-            spans.append((pos / audio.SAMPLE_RATE, (pos + len(samples)) / audio.SAMPLE_RATE))
+            spans.append((pos / media.SAMPLE_RATE, (pos + len(samples)) / media.SAMPLE_RATE))
             texts.append(clip.text)
             pos += len(samples) + len(gap)
             if pos > need:
@@ -193,8 +193,8 @@ def write_job(root: Path, episodes: list[dict], pending: list[str] = (), outputs
     and ``segments`` (rows of the segments table, any column left out is null); ``pending``: inputs listed in
     job.json without a row; ``outputs``: job.json's record of the files the job writes. Tables are written with
     ``manifest.write_table`` (page CRCs), job.json with ``JobDir.write_job``."""
-    from pipeline.manifest import JobDir, write_table
-    from pipeline.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+    from pipeline.storage.manifest import JobDir, write_table
+    from pipeline.storage.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
 
     job = JobDir(root)
     root.mkdir(parents=True, exist_ok=True)

@@ -83,14 +83,14 @@ def build(
     speech: Path, who: list[str], kinds: list[str], seed: int, pause_s: tuple[float, float] = (0.2, 0.7)
 ) -> tuple[np.ndarray, list[Turn]]:
     """Samples (16 kHz) and the truth for turns by ``who[k]`` of length class ``kinds[k]``."""
-    from pipeline import audio
+    from pipeline.audio import media
 
     rng = np.random.default_rng(seed)
     decoded: dict[str, list[np.ndarray]] = {}
     samples, truth, t = [np.zeros(RATE // 2, np.float32)], [], 0.5
     for name, kind in zip(who, kinds):
         if name not in decoded:  # each reader's clips decoded once, not once per turn
-            decoded[name] = [audio.decode(speech / rel) for rel in READERS[name]]
+            decoded[name] = [media.decode(speech / rel) for rel in READERS[name]]
         clips = decoded[name]
         low, high = LENGTHS_S[kind]
         found = [(c, a, b) for c, x in enumerate(clips) for a, b in pieces(x, low, high)]

@@ -40,8 +40,8 @@ from pipeline.backend.quantize import quantize
 from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.rules import WhisperRules
 from pipeline.decode.speculative import DraftPolicy, greedy
+from pipeline.facts.whisper import WINDOW_MEL_FRAMES, Tokens
 from pipeline.models.load import decoder_only_assistant
-from pipeline.whisper import WINDOW_MEL_FRAMES, Tokens
 
 HERE = Path(__file__).resolve().parent
 LARGE_V3 = {"d_model": 1280, "layers": 32, "heads": 20, "ffn": 5120, "mels": 128}

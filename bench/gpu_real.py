@@ -76,7 +76,7 @@ def sync(device) -> None:
 
 
 def _record(rows: dict, tok, refs: list[str], label: str, tokens: list, wall: float, stats=None) -> None:
-    from pipeline.metrics import wer
+    from pipeline.facts.metrics import wer
 
     texts = [tok.decode(t, skip_special_tokens=True).strip() for t in tokens]
     rows[label] = {"tokens": tokens, "wall_s": round(wall, 3), "wer": round(wer(refs, texts), 4)}
@@ -88,15 +88,15 @@ def _record(rows: dict, tok, refs: list[str], label: str, tokens: list, wall: fl
 
 @torch.inference_mode()
 def identity(model_dir: str, clips: Path, device: str, dtypes: list[str]) -> dict:
-    from pipeline import audio
+    from pipeline.audio import media
     from pipeline.decode.generate import Generator, encode, log_mel
     from pipeline.decode.hf_generate import hf_generate
+    from pipeline.facts.runtime import pick_runtime
     from pipeline.models.load import Models, load_models
-    from pipeline.runtime import pick_runtime
 
     paths, refs = read_clips(clips)
-    pieces = [audio.decode(p) for p in paths]
-    report: dict = {"clips": len(pieces), "audio_s": round(sum(len(p) for p in pieces) / audio.SAMPLE_RATE, 1)}
+    pieces = [media.decode(p) for p in paths]
+    report: dict = {"clips": len(pieces), "audio_s": round(sum(len(p) for p in pieces) / media.SAMPLE_RATE, 1)}
     for name in dtypes:
         runtime = pick_runtime(device, name)
         plain = load_models(model_dir, "none", runtime)

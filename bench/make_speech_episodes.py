@@ -50,7 +50,7 @@ import numpy as np
 
 from bench import common
 from bench.common import LONGFORM, REPO, SPEECH, english_clips, load_scorer
-from pipeline import audio
+from pipeline.audio import media
 
 SR = 16000
 LEVEL_DBFS = -21.0  # active RMS of every clip before per-speaker offsets
@@ -290,7 +290,7 @@ def music_bed(seconds: float, rng: np.random.Generator) -> np.ndarray:
 def load_clips(speech: Path, above_noise_db: float | None = None) -> list[Clip]:
     clips = []
     for c in english_clips(speech):
-        x = audio.decode(c.path)
+        x = media.decode(c.path)
         a, b = trim_bounds(x, above_noise_db)
         clips.append(Clip(c.raw["audio"], c.text, c.raw["source"], x[a:b], a / SR, (len(x) - b) / SR))
     return clips
@@ -482,7 +482,7 @@ def encode(master: np.ndarray, path: Path, enc: dict) -> None:
 
 def decode_check(path: Path, master: np.ndarray) -> dict:
     """Decode with podscribe's own decoder; length and offset (cross-correlation of the first 60 s) vs the master."""
-    y = audio.decode(path)
+    y = media.decode(path)
     m = min(len(master), len(y), 60 * SR)
     size = 1 << int(np.ceil(np.log2(2 * m)))
     xc = np.fft.irfft(np.fft.rfft(y[:m], size) * np.conj(np.fft.rfft(master[:m], size)), size)
@@ -494,7 +494,7 @@ def decode_check(path: Path, master: np.ndarray) -> dict:
         "length_diff_ms": round(1000 * (len(y) - len(master)) / SR, 2),
         "offset_samples_16k": lag,
         "offset_ms": round(1000 * lag / SR, 2),
-        "decoder": "pipeline.audio.decode (ffmpeg)",
+        "decoder": "pipeline.audio.media.decode (ffmpeg)",
     }
 
 
@@ -569,7 +569,7 @@ def write_readme(folder: Path, speech: Path, manifest: dict) -> None:
     failed = manifest["checks_failed"]
     lines += [
         "",
-        "Checks when it was made: each file decoded with pipeline.audio.decode matches the master's length "
+        "Checks when it was made: each file decoded with pipeline.audio.media.decode matches the master's length "
         "within 50 ms at offset 0; score.py gives the references, as a hypothesis, 0 % WER with no sentence "
         "unmatched, and an empty hypothesis 100 % (all deletions): "
         + (f"FAILED for {', '.join(failed)}." if failed else "all passed."),

@@ -47,19 +47,19 @@ from bench.common import LONGFORM, discover_episodes, episode_files
 PODSCRIBE_PASSES = [
     ("second_chances.py", {"fallback", "cover"}, "second chances"),
     ("transcriber.py", {"Transcriber._words"}, "word timing"),
-    ("transcriber.py", {"Transcriber._features"}, "features (log-mel)"),
+    ("transcriber.py", {"Transcriber.features"}, "features (log-mel)"),
     ("generate.py", {"encode"}, "encoder"),
     ("kv_cache.py", {"CrossKV.project", "CrossKV.project_into"}, "cross-attention keys"),
-    ("transcriber.py", {"Transcriber._probe"}, "no-speech probe + language"),
-    ("transcriber.py", {"Transcriber._generate"}, "decoding loop"),
-    ("transcriber.py", {"Transcriber._score"}, "scoring pass"),
+    ("transcriber.py", {"Transcriber.probe"}, "no-speech probe + language"),
+    ("transcriber.py", {"Transcriber.generate"}, "decoding loop"),
+    ("transcriber.py", {"Transcriber.score"}, "scoring pass"),
     ("prefetch.py", {"Ahead.__next__"}, "waiting on the read-ahead"),
 ]
 # Leaves: the innermost match wins.
 PODSCRIBE_LEAVES = [
-    ("audio.py", {"probe"}, "ffprobe"),
-    ("audio.py", {"stream", "decode", "in_phase", "_wav_declared_s"}, "ffmpeg decode (pipe)"),
-    ("audio.py", {"cut", "choose_cut", "pause_cut", "frame_db", "rms_db"}, "cutting"),
+    ("media.py", {"probe"}, "ffprobe"),
+    ("media.py", {"stream", "decode", "in_phase", "_wav_declared_s"}, "ffmpeg decode (pipe)"),
+    ("media.py", {"cut", "choose_cut", "pause_cut", "frame_db", "rms_db"}, "cutting"),
     ("vad.py", None, "VAD"),
     ("segments.py", None, "segments, stitch"),
     ("stitch.py", None, "segments, stitch"),
@@ -70,7 +70,7 @@ PODSCRIBE_LEAVES = [
     ("probes.py", None, "ffprobe"),
     ("finish.py", None, "outputs"),
     ("export.py", None, "outputs"),
-    ("outputs.py", None, "outputs"),
+    ("ownership.py", None, "outputs"),
 ]
 FW_PASSES = [
     ("transcribe.py", {"WhisperModel.add_word_timestamps"}, "word timing"),
@@ -178,7 +178,7 @@ class Sampler(threading.Thread):
         last_threads: dict[int, float] = {}
         own_start = _thread_cpu_s(me)
         while not self.done.wait(self.interval_s):
-            frames = sys._current_frames()
+            frames = sys._current_frames()  # noqa: SLF001  (the one way to read another thread's stack)
             now_wall, now_cpu = time.perf_counter(), time.process_time()
             dt, dcpu = now_wall - last_wall, now_cpu - last_cpu
             last_wall, last_cpu = now_wall, now_cpu
@@ -229,9 +229,10 @@ def sampled(fn, passes, leaves, interval_s: float) -> tuple[object, Account, flo
 
 
 def podscribe_run(files: list[Path], job_dir: Path):
+    from pipeline.facts.runtime import pick_runtime
+    from pipeline.job.config import JobOptions
+    from pipeline.job.run import run
     from pipeline.models.load import load_models
-    from pipeline.runner import JobOptions, run
-    from pipeline.runtime import pick_runtime
 
     options = JobOptions(out_dir=job_dir, model="base", progress=False)
     start = time.perf_counter()
@@ -326,7 +327,7 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    import pipeline.runner  # noqa: F401  (the imports a run needs, timed)
+    import pipeline.job.run  # noqa: F401  (the imports a run needs, timed)
 
     import_s = time.perf_counter() - started
     names = args.episodes.split(",") if args.episodes else discover_episodes(args.longform)
@@ -334,7 +335,7 @@ def main() -> None:
     audio_s = sum(json.loads(p.read_text())["duration"] for p in _refs(args.longform, files))
     interval = args.interval_ms / 1000
     report: dict = {"episodes": names, "audio_s": audio_s, "interval_ms": args.interval_ms, "import_s": import_s}
-    lines = [f"imports (pipeline.runner, torch, transformers): {import_s:.2f} s"]
+    lines = [f"imports (pipeline.job.run, torch, transformers): {import_s:.2f} s"]
     with tempfile.TemporaryDirectory(prefix="podscribe-profile-") as tmp_name:
         tmp = Path(tmp_name)
         go, load_s = podscribe_run(files, tmp / "job")

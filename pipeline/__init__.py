@@ -1,11 +1,11 @@
 """podscribe: batch transcription of podcast archives with Whisper and speculative decoding.
 
-Stages, one module each, data flowing one way:
-audio (decode, cut) → decode (models, generation) → stitch (episode time) → manifest (Parquet)
-→ export (subtitles); runner and cli on top.
+Rooms by layer, data flowing one way: audio (decode, cut) → decode (generation, stitch to episode time)
+→ storage (the job dir's Parquet) → outputs (subtitles); facts, backend and models beneath, job and cli on top.
+Each room's import rule: tests/test_layers.py; the rooms in a table: docs/ARCHITECTURE.md.
 """
 
-from .runtime import short_openmp_spins
+from .facts.runtime import short_openmp_spins
 
 # Before anything imports torch: its OpenMP threads read how long to spin when it loads (runtime.OPENMP_WAIT).
 short_openmp_spins()

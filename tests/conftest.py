@@ -18,9 +18,10 @@ from bench.common import SPEECH, Clip, ffmpeg, speech_clips
 from bench.common import long_form as join_long_form
 from helpers import computed_once, run_here, tables, with_assistant
 from pipeline.decode import DecodeOptions
+from pipeline.facts.runtime import pick_runtime
+from pipeline.job.config import JobOptions
+from pipeline.job.run import run
 from pipeline.models.load import Models, load_models, quantized_self_draft
-from pipeline.runner import JobOptions, run
-from pipeline.runtime import pick_runtime
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "test-models"

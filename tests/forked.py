@@ -60,7 +60,7 @@ READ_AT_IMPORT = (
 # child (it purges inline there). A module left out is imported by the child, as a fresh process would.
 PRELOAD = (
     "import torch, transformers; from transformers import WhisperForConditionalGeneration, WhisperProcessor; "
-    "import pipeline.cli.jobs, pipeline.job.run, pipeline.engines, pipeline.decode.transcriber, pipeline.export; "
+    "import pipeline.cli.jobs, pipeline.job.run, pipeline.job.engines, pipeline.decode.transcriber, pipeline.outputs.export; "
     "import pyarrow.dataset, pyarrow.parquet, pandas, faster_whisper.vad"
 )
 

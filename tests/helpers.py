@@ -29,7 +29,7 @@ def with_assistant(models: Models, assistant, name: str) -> Models:
 def int8_copy(models: Models) -> Models:
     """The same model in the int8 compute type (its own copy: the float one stays as it is)."""
     from pipeline.backend.quantize import quantize
-    from pipeline.runtime import pick_runtime
+    from pipeline.facts.runtime import pick_runtime
 
     main = quantize(copy.deepcopy(models.main), "int8")
     return Models(main, models.processor, None, models.main_ref, None, pick_runtime("cpu", "int8"))

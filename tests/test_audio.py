@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from helpers import ffmpeg, write_wav
-from pipeline import audio
-from pipeline.audio import AudioError, CutOptions
+from pipeline.audio import media
+from pipeline.audio.media import AudioError, CutOptions
 
-SR = audio.SAMPLE_RATE
+SR = media.SAMPLE_RATE
 
 
 @pytest.fixture(scope="module")
 def jfk(clips) -> np.ndarray:
-    return audio.decode(next(c.path for c in clips if c.path.name == "jfk.flac"))
+    return media.decode(next(c.path for c in clips if c.path.name == "jfk.flac"))
 
 
 CONTAINERS = {
@@ -52,11 +52,11 @@ def test_every_container_decodes_to_16k_mono(ext, clips, tmp_path, jfk):
         )
     else:
         ffmpeg("-i", str(src), *CONTAINERS[ext], str(out))
-    info = audio.probe(out)
-    samples = audio.decode(out, info.duration_s)
+    info = media.probe(out)
+    samples = media.decode(out, info.duration_s)
     assert samples.dtype == np.float32
     assert abs(len(samples) / SR - 11.0) < 0.15
-    assert abs(audio.rms_db(samples) - audio.rms_db(jfk)) < 1.5  # the same speech, not noise or silence
+    assert abs(media.rms_db(samples) - media.rms_db(jfk)) < 1.5  # the same speech, not noise or silence
 
 
 def _speech_with_gaps(jfk: np.ndarray, gaps_s: list[float]) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -75,7 +75,7 @@ def _speech_with_gaps(jfk: np.ndarray, gaps_s: list[float]) -> tuple[np.ndarray,
 def test_cuts_fall_in_silences_and_cover_every_sample(jfk):
     samples, silences = _speech_with_gaps(jfk, [1.0, 0.8, 1.2, 0.6, 1.0])
     blocks = (samples[i : i + 7919] for i in range(0, len(samples), 7919))  # odd block size
-    pieces = list(audio.cut(blocks, CutOptions(min_s=15, max_s=30)))
+    pieces = list(media.cut(blocks, CutOptions(min_s=15, max_s=30)))
     assert pieces[0].start_sample == 0
     for a, b in zip(pieces, pieces[1:]):
         assert a.end_sample == b.start_sample  # contiguous, sample-exact
@@ -93,7 +93,7 @@ def test_a_stretch_without_silence_is_cut_at_its_quietest_point_before_the_maxim
     t = np.arange(70 * SR) / SR
     envelope = 0.3 + 0.25 * np.sin(2 * np.pi * t / 13.0)  # never silent; quietest every 13 s
     samples = (rng.standard_normal(len(t)) * envelope).astype(np.float32)
-    pieces = list(audio.cut(iter([samples]), CutOptions(min_s=15, max_s=30)))
+    pieces = list(media.cut(iter([samples]), CutOptions(min_s=15, max_s=30)))
     for p in pieces[:-1]:
         assert 15 <= p.duration_s <= 30
         phase = (p.end_sample / SR) % 13.0  # minimum of the envelope at 13 * (k + 3/4)
@@ -102,7 +102,7 @@ def test_a_stretch_without_silence_is_cut_at_its_quietest_point_before_the_maxim
 
 def test_short_file_is_one_piece(jfk, tmp_path):
     path = write_wav(tmp_path / "short.wav", jfk)
-    pieces = list(audio.pieces(path))
+    pieces = list(media.pieces(path))
     assert len(pieces) == 1 and pieces[0].start_sample == 0 and pieces[0].n_samples == len(jfk)
 
 
@@ -118,10 +118,10 @@ def test_streaming_holds_a_bounded_window(tmp_path):
     quickest compressed hour to make and read back, which keeps this in the fast tier.)"""
     path = tmp_path / "hour.flac"
     ffmpeg("-f", "lavfi", "-i", "sine=f=220:r=8000:d=3600", str(path))
-    info = audio.probe(path)
+    info = media.probe(path)
     assert info.duration_s == pytest.approx(3600, abs=1)
     biggest, count, total = 0, 0, 0
-    for block in audio.stream(path, info.duration_s):
+    for block in media.stream(path, info.duration_s):
         biggest = max(biggest, len(block))
         count += 1
         total += len(block)
@@ -149,14 +149,14 @@ def test_bad_inputs_raise_readable_errors(tmp_path, clips):
     }
     for path, message in cases.items():
         with pytest.raises(AudioError, match=message):
-            audio.probe(path)
+            media.probe(path)
     warnings: list[str] = []  # a truncated file keeps what decodes, and says so
-    kept = np.concatenate(list(audio.stream(truncated, audio.probe(truncated).duration_s, warnings)))
-    assert 25 < len(kept) / audio.SAMPLE_RATE < 35 and warnings and warnings[0].startswith("truncated: decoded")
+    kept = np.concatenate(list(media.stream(truncated, media.probe(truncated).duration_s, warnings)))
+    assert 25 < len(kept) / media.SAMPLE_RATE < 35 and warnings and warnings[0].startswith("truncated: decoded")
     video_only = tmp_path / "silent_film.mp4"
     ffmpeg("-f", "lavfi", "-i", "color=c=black:s=64x64:r=5:d=2", "-c:v", "libx264", str(video_only))
     with pytest.raises(AudioError, match="no audio stream"):
-        audio.probe(video_only)
+        media.probe(video_only)
 
 
 @pytest.mark.parametrize("ext", ["mp3", "wav"])
@@ -165,9 +165,9 @@ def test_channels_that_cancel_in_the_mono_mix_decode_as_their_difference(ext, cl
     out = tmp_path / f"out_of_phase.{ext}"  # one channel's polarity inverted: ffmpeg's mono mix is silence
     ffmpeg("-i", str(src), "-af", "pan=stereo|c0=c0|c1=-1*c0", str(out))
     warnings: list[str] = []
-    samples = np.concatenate(list(audio.stream(out, audio.probe(out).duration_s, warnings)))
+    samples = np.concatenate(list(media.stream(out, media.probe(out).duration_s, warnings)))
     assert abs(len(samples) / SR - 11.0) < 0.15
-    assert abs(audio.rms_db(samples) - audio.rms_db(jfk)) < 4.5  # the speech, not -100 dB of residue
+    assert abs(media.rms_db(samples) - media.rms_db(jfk)) < 4.5  # the speech, not -100 dB of residue
     assert len(warnings) == 1 and warnings[0].startswith("out of phase: the two channels cancel"), warnings
     # Stereo that does not cancel is ffmpeg's mono mix, bit for bit: two voices, one a side; and in phase.
     left, right = (
@@ -180,7 +180,7 @@ def test_channels_that_cancel_in_the_mono_mix_decode_as_their_difference(ext, cl
         else:
             ffmpeg("-i", str(left), "-i", str(right), "-filter_complex", "amerge=inputs=2", str(path))
         warnings = []
-        mine = np.concatenate(list(audio.stream(path, None, warnings)))
+        mine = np.concatenate(list(media.stream(path, None, warnings)))
         theirs = _ffmpeg_mono(path)
         assert not warnings and np.array_equal(mine, theirs), name
 
@@ -188,18 +188,18 @@ def test_channels_that_cancel_in_the_mono_mix_decode_as_their_difference(ext, cl
 def _ffmpeg_mono(path) -> np.ndarray:
     import subprocess
 
-    args = ["ffmpeg", "-nostdin", "-v", "error", "-i", audio.ffmpeg_name(path), "-map", "0:a:0", "-ac", "1"]
+    args = ["ffmpeg", "-nostdin", "-v", "error", "-i", media.ffmpeg_name(path), "-map", "0:a:0", "-ac", "1"]
     args += ["-ar", str(SR), "-acodec", "pcm_f32le", "-f", "f32le", "-"]
     return np.frombuffer(subprocess.run(args, capture_output=True, check=True).stdout, np.float32)
 
 
 def test_pause_cut_takes_the_latest_pause_in_the_window_and_never_cuts_speech():
-    from pipeline.audio import CutOptions, pause_cut
+    from pipeline.audio.media import CutOptions, pause_cut
 
     opts = CutOptions(min_s=15.0, max_s=30.0, at_pauses=True)
-    window = np.zeros(30 * audio.SAMPLE_RATE, np.float32)
+    window = np.zeros(30 * media.SAMPLE_RATE, np.float32)
     speech = [(0.5, 12.0), (13.0, 21.0), (22.0, 27.6), (28.4, 30.0)]
-    assert pause_cut(window, opts, speech) == 28 * audio.SAMPLE_RATE  # 27.6-28.4: the latest, not the longest
+    assert pause_cut(window, opts, speech) == 28 * media.SAMPLE_RATE  # 27.6-28.4: the latest, not the longest
     assert pause_cut(window, opts, [(0.5, 12.0), (13.0, 30.0)]) is None  # the only pause is before min_s
     assert pause_cut(window, opts, [(0.5, 29.9)]) is None  # one long span: the caller falls back to energy
     assert pause_cut(window, opts, [(0.5, 16.0), (16.1, 30.0)]) is None  # 0.1 s is no pause (min_silence_s)

@@ -20,8 +20,8 @@ from pipeline.browse.cache import folded
 from pipeline.browse.query import SearchOptions, matching, search
 from pipeline.browse.site import SiteOptions, build_site
 from pipeline.browse.site.searchindex import key_of
-from pipeline.errors import StorageError, UsageProblem
-from pipeline.outputs import own_digests
+from pipeline.facts.errors import StorageError, UsageProblem
+from pipeline.outputs.ownership import own_digests
 
 SAID = [
     # (start, end, text, speaker, flags)
@@ -173,7 +173,7 @@ def test_search_finds_words_and_phrases_any_case_and_accent_in_order_with_names(
 def test_the_names_a_job_was_run_with_name_its_speakers_without_any_subtitles(tmp_path):
     """`--diarize --speaker-names` (or a job file's table per show) with no `-f`: job.json keeps the names, and
     search and the site use them as `export` does."""
-    from pipeline.manifest import JobDir
+    from pipeline.storage.manifest import JobDir
 
     said = [(0.0, 3.0, " Climate talk from the garden.", "Speaker 1", [])]
     job = write_job(tmp_path / "job", [episode("a" * 32, "/shows/garden/ep1.mp3", said)])
@@ -367,7 +367,7 @@ def test_a_rebuild_rewrites_only_what_changed_and_never_a_file_a_person_edited(a
 
 
 def test_a_txt_a_person_corrected_beside_the_job_is_the_one_the_site_offers_and_is_left_as_it_is(archive, tmp_path):
-    from pipeline.export import export_job
+    from pipeline.outputs.export import export_job
 
     export_job(archive, ["txt"])  # the job's own files, as --subtitles txt writes them
     txt = archive / "subtitles" / "ep1.txt"
@@ -384,7 +384,7 @@ def test_a_txt_a_person_corrected_beside_the_job_is_the_one_the_site_offers_and_
 def test_two_jobs_sharing_an_output_folder_each_offer_their_own_episodes_files(tmp_path):
     """Two inputs of one stem in two jobs writing into one folder: the second's files are named apart, and the
     site of each job offers its own (the folder's record says whose each file is), never the other's."""
-    from pipeline.export import export_job
+    from pipeline.outputs.export import export_job
 
     shared = tmp_path / "subs"
     jobs = {}
@@ -472,7 +472,7 @@ def test_the_site_records_itself_in_the_job_so_search_links_each_hit_to_its_mome
 
 
 def test_site_files_are_podscribe_outputs_a_person_can_edit(archive, tmp_path):
-    """The site's record is outputs.py's: a file changed by a person after the build is kept by the next one,
+    """The site's record is outputs/ownership.py's: a file changed by a person after the build is kept by the next one,
     even when the episode leaves the site."""
     site = tmp_path / "site"
     build_site([archive], SiteOptions(site))

@@ -14,9 +14,10 @@ import srt
 import webvtt
 
 from helpers import podscribe, write_wav
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.decode import DecodeOptions
-from pipeline.runner import JobOptions, run
+from pipeline.job.config import JobOptions
+from pipeline.job.run import run
 
 TINY = ["--model", "tiny.en", "-q"]
 
@@ -111,16 +112,16 @@ def test_version(cache_dir, tmp_path):
 def english_then_german(clips, tmp_path_factory) -> tuple[Path, float]:
     """English (23.7 s) then German (15.2 s) after a 3 s pause: two pieces, one language each."""
     by_name = {c.path.name: c.path for c in clips}
-    pause = lambda s: np.zeros(int(s * audio.SAMPLE_RATE), np.float32)  # noqa: E731
+    pause = lambda s: np.zeros(int(s * media.SAMPLE_RATE), np.float32)  # noqa: E731
     parts = [
-        audio.decode(by_name["jfk.flac"]),
+        media.decode(by_name["jfk.flac"]),
         pause(1.0),
-        audio.decode(by_name["2412-153948-0000.flac"]),
+        media.decode(by_name["2412-153948-0000.flac"]),
         pause(3.0),
-        audio.decode(by_name["gaenswein15.mp3"]),
+        media.decode(by_name["gaenswein15.mp3"]),
     ]
     mixed = write_wav(tmp_path_factory.mktemp("mixed") / "en-de.wav", np.concatenate(parts))
-    return mixed, (len(parts[0]) + len(parts[1]) + len(parts[2])) / audio.SAMPLE_RATE
+    return mixed, (len(parts[0]) + len(parts[1]) + len(parts[2])) / media.SAMPLE_RATE
 
 
 def _segment_languages(base_models, mixed: Path, out: Path, **decode) -> list[dict]:
@@ -189,7 +190,7 @@ def test_language_mode_file_locks_and_languages_restrict_detection(english_then_
 def test_no_vad_transcribes_a_voice_the_vad_does_not_hear(jfk, base_models, tmp_path):
     """JFK at twice the speed, an octave up (a voice outside Silero's range, like singing over a track):
     the VAD gate drops it; --no-vad lets Whisper transcribe it."""
-    samples = audio.decode(jfk)
+    samples = media.decode(jfk)
     fast = np.interp(np.arange(0, len(samples), 2.0), np.arange(len(samples)), samples).astype(np.float32)
     clip = write_wav(tmp_path / "chipmunk.wav", fast)
     gated = _segment_languages(base_models, clip, tmp_path / "vad", language="en")

@@ -8,8 +8,18 @@ import random
 
 import pytest
 
-from pipeline.cues import Cue, CueRules, TimedWord, _Block, _cue_groups, _ms_up, _repair, build_cues, segment_words
-from pipeline.export import to_json, to_srt, to_vtt
+from pipeline.outputs.cues import (
+    Cue,
+    CueRules,
+    TimedWord,
+    _Block,
+    _cue_groups,
+    _ms_up,
+    _repair,
+    build_cues,
+    segment_words,
+)
+from pipeline.outputs.export import to_json, to_srt, to_vtt
 
 RULES = CueRules()
 FLAGGABLE = {"short", "fast"}  # the rules a cue may break where speech leaves no room, saying so in its flags

@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 
 from helpers import close, int8_copy, perturbed_draft, tiny_random_models, with_assistant
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.decode import DecodeOptions, Transcriber
+from pipeline.decode.segments import is_non_speech_text
 from pipeline.models.load import quantized_self_draft
-from pipeline.segments import is_non_speech_text
 
 
 @pytest.fixture(scope="module")
 def speech_pieces(clips) -> list[np.ndarray]:
     names = ["jfk.flac", "LJ001-0001.wav", "1089-134686-0000.flac", "test.wav"]
     by_name = {c.path.name: c for c in clips}
-    return [audio.decode(by_name[n].path) for n in names]
+    return [media.decode(by_name[n].path) for n in names]
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def cut_in_speech(speech_pieces) -> list[np.ndarray]:
     """Two pieces cut in the middle of speech (26 s, 28 s): decoded again from their last timestamp (a later
     pass over its own window, its rules started afresh)."""
     joined = np.concatenate([speech_pieces[2], speech_pieces[0], speech_pieces[1]])
-    return [joined[: 26 * audio.SAMPLE_RATE], joined[: 28 * audio.SAMPLE_RATE]]
+    return [joined[: 26 * media.SAMPLE_RATE], joined[: 28 * media.SAMPLE_RATE]]
 
 
 # Random weights fail every check of Whisper's: the fallback would decode each piece six more times. These
@@ -97,7 +97,7 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
 
     # a short piece among long ones finishes first (the rows left are 0, 2, 3 of the shared rows); the pieces
     # cut in speech take later passes
-    pieces = [speech_pieces[0], speech_pieces[1][: 3 * audio.SAMPLE_RATE], *cut_in_speech]
+    pieces = [speech_pieces[0], speech_pieces[1][: 3 * media.SAMPLE_RATE], *cut_in_speech]
     start = kv_cache.KVCacheDecoder.start
     n = len(pieces)
     int8 = int8_copy(tiny_en_models)
@@ -151,7 +151,7 @@ def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(
 
 def test_language_is_detected_when_not_given(base_models, clips):
     by_lang = {c.language: c for c in clips if c.path.parent.name == "picovoice_leopard"}
-    pieces = [audio.decode(by_lang[lang].path) for lang in ("en", "de", "fr")]
+    pieces = [media.decode(by_lang[lang].path) for lang in ("en", "de", "fr")]
     results = Transcriber(base_models, DecodeOptions(language=None)).transcribe(pieces)
     assert [r.language for r in results] == ["en", "de", "fr"]
 

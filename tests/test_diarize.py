@@ -15,14 +15,14 @@ import pytest
 import torch
 
 from helpers import JOB_ARGS, lines, podscribe, run_here, write_wav
-from pipeline import audio
-from pipeline.cues import CueRules, build_cues
+from pipeline.audio import media
 from pipeline.diarize import cluster, short, turns
 from pipeline.diarize.diarizer import Stream
 from pipeline.diarize.options import DiarizeOptions
-from pipeline.errors import UsageProblem
-from pipeline.export import to_json, to_srt, to_tsv, to_txt, to_vtt
-from pipeline.records import Turn
+from pipeline.facts.errors import UsageProblem
+from pipeline.facts.records import Turn
+from pipeline.outputs.cues import CueRules, build_cues
+from pipeline.outputs.export import to_json, to_srt, to_tsv, to_txt, to_vtt
 
 # -- fast: pure parts ------------------------------------------------------------------------------------------
 
@@ -155,7 +155,7 @@ def test_words_that_do_not_spell_the_whole_text_never_split_it_away():
 
 
 def test_a_labelled_row_drops_the_warning_of_an_earlier_failed_labelling():
-    from pipeline.tables import file_labelled
+    from pipeline.storage.tables import file_labelled
 
     row = {"warnings": "truncated: 3 s; diarization failed: OSError: gone", "n_segments": 1, "n_flagged": 0}
     got = file_labelled(row, [{"flags": []}], 1, "abc")
@@ -314,12 +314,12 @@ def test_a_short_turn_between_long_ones_is_heard_on_its_own_and_splits_its_segme
     x = np.arange(16_000 * 17, dtype=np.float32)
     import pipeline.diarize.diarizer as module
 
-    real_stream = module.audio.stream
-    module.audio.stream = lambda path, duration_s=None: (x[i : i + 80_000] for i in range(0, len(x), 80_000))
+    real_stream = module.media.stream
+    module.media.stream = lambda path, duration_s=None: (x[i : i + 80_000] for i in range(0, len(x), 80_000))
     try:
         got, n_speakers = diarizer.label(Path("unused.wav"), rows)
     finally:
-        module.audio.stream = real_stream
+        module.media.stream = real_stream
     assert n_speakers == 2
     said = {round(w["start_s"], 3): w["speaker"] for r in got for w in r["words"]}
     for lo, hi, who in truth:
@@ -466,7 +466,7 @@ def build(path: Path, parts: list[tuple[str, str]]) -> list[tuple[float, float, 
     pieces, truth, t = [], [], 0.5
     pieces.append(np.zeros(8000, np.float32))
     for who, rel in parts:
-        x = audio.decode(conftest.SPEECH / rel)
+        x = media.decode(conftest.SPEECH / rel)
         truth.append((t, t + len(x) / 16_000, who))
         pause = float(rng.uniform(0.6, 1.2))
         pieces += [x, np.zeros(int(pause * 16_000), np.float32)]

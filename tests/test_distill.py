@@ -19,11 +19,11 @@ import torch
 from safetensors.torch import load_file
 
 from helpers import REPO, podscribe, tiny_random_models, write_wav
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.decode.generate import Generator, log_mel
-from pipeline.distill.model import DRAFT_KEY, apply_draft_vocab, layer_choice, reduced_vocab
+from pipeline.facts.runtime import pick_runtime
+from pipeline.models.draft import DRAFT_KEY, apply_draft_vocab, layer_choice, reduced_vocab
 from pipeline.models.load import load_models
-from pipeline.runtime import pick_runtime
 
 FAST = ["--steps", "4", "--batch-size", "2", "--eval-every", "4", "--holdout", "0.25", "--compute-type", "float32"]
 
@@ -90,7 +90,7 @@ def drafts(tiny_main, clip_dir, dataset_dir, tmp_path_factory) -> dict[str, Path
 @pytest.fixture(scope="module")
 def pieces(english_human) -> list[np.ndarray]:
     clips = sorted(english_human, key=lambda c: c.path.name)[:8]
-    return [audio.decode(c.path)[: 30 * audio.SAMPLE_RATE] for c in clips]
+    return [media.decode(c.path)[: 30 * media.SAMPLE_RATE] for c in clips]
 
 
 def _tokens(models, pieces, batch: int, use_assistant: bool):

@@ -14,11 +14,12 @@ import pytest
 from test_cues import assert_rules_or_flags
 
 from helpers import ffmpeg
-from pipeline import audio
-from pipeline.cues import CueRules, build_cues, split_lines
+from pipeline.audio import media
 from pipeline.decode import DecodeOptions, Transcriber
-from pipeline.export import to_srt, to_vtt
-from pipeline.runner import JobOptions, run
+from pipeline.job.config import JobOptions
+from pipeline.job.run import run
+from pipeline.outputs.cues import CueRules, build_cues, split_lines
+from pipeline.outputs.export import to_srt, to_vtt
 
 RULES = CueRules()
 # Median |start error| of word timings against the reference word alignments, measured with base when
@@ -190,7 +191,7 @@ def test_word_start_accuracy_against_reference_alignments(base_models, clips):
     ]
     assert len(chosen) == 6
     transcriber = Transcriber(base_models, DecodeOptions(language="en", word_timestamps=True))
-    results = transcriber.transcribe([audio.decode(c.path) for c in chosen])
+    results = transcriber.transcribe([media.decode(c.path) for c in chosen])
     errors = []
     for clip, result in zip(chosen, results):
         ours = [(w.word.strip(' .,?!;:"').lower(), w.start_s) for s in result.segments for w in s.words]

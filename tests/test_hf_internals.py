@@ -171,7 +171,7 @@ def test_language_names_are_transformers_own():
     transformers' TO_LANGUAGE_CODE."""
     from transformers.models.whisper.tokenization_whisper import TO_LANGUAGE_CODE
 
-    from pipeline.languages import CODE_OF_NAME
+    from pipeline.facts.languages import CODE_OF_NAME
 
     assert CODE_OF_NAME == TO_LANGUAGE_CODE
 

@@ -9,7 +9,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from helpers import ffmpeg, podscribe
-from pipeline.runtime import auto_compute_type
+from pipeline.facts.runtime import auto_compute_type
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -185,7 +185,7 @@ def test_job_file_runs_and_flags_override_it(inputs, cache_dir, tmp_path):
 
 
 def test_the_example_job_file_documents_every_key():
-    from pipeline import jobfile
+    from pipeline.cli import jobfile
 
     text = (REPO / "jobs" / "example.toml").read_text()
     assert all(f"{key} =" in text for key in jobfile.KEYS)
@@ -198,7 +198,8 @@ def test_files_done_by_the_workers_of_a_launch_are_not_already_done(tiny_en_mode
     from dataclasses import replace
     from datetime import datetime, timezone
 
-    from pipeline.runner import JobOptions, run
+    from pipeline.job.config import JobOptions
+    from pipeline.job.run import run
 
     jfk = next(c.path for c in clips if c.path.name == "jfk.flac")
     launched = datetime.now(timezone.utc).isoformat(timespec="seconds")

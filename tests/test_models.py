@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.models import ct2, registry
 from pipeline.models.load import check_same_tokenizer, load_models
 
@@ -47,7 +47,7 @@ def test_converted_greedy_tokens_equal_ctranslate2(alias, english_human, cache_d
         prompt += [gen.lang_to_id["<|en|>"], gen.task_to_id["transcribe"]]
     clips = sorted(english_human, key=lambda c: -c.duration_s)[:3]  # the longest: the most positions
     for clip in clips:
-        samples = audio.decode(clip.path)
+        samples = media.decode(clip.path)
         features = models.processor.feature_extractor(samples, sampling_rate=16000, return_tensors="pt").input_features
         with torch.inference_mode():
             ours = models.main.generate(
@@ -151,7 +151,7 @@ def test_the_encoders_residual_stream_is_contiguous_and_gives_the_same_bits(tiny
     from pipeline.backend.quantize import quantize
     from pipeline.decode.generate import encode, log_mel
 
-    samples = [audio.decode(c.path) for c in english_human[:2]]
+    samples = [media.decode(c.path) for c in english_human[:2]]
     features = log_mel(tiny_en_models.processor.feature_extractor, samples, "cpu", torch.float32)
     seen: list[bool] = []
 
@@ -245,8 +245,8 @@ def test_int8_linear_works_in_and_out_of_inference_mode_in_one_thread():
 
 
 def test_int8_compute_type_is_cpu_only_and_recorded():
-    from pipeline.errors import UsageProblem
-    from pipeline.runtime import pick_runtime, recorded_compute_type
+    from pipeline.facts.errors import UsageProblem
+    from pipeline.facts.runtime import pick_runtime, recorded_compute_type
 
     runtime = pick_runtime("cpu", "int8")
     assert runtime.int8 and runtime.dtype == torch.float32 and runtime.describe() == "cpu/int8/sdpa"
@@ -294,7 +294,7 @@ def test_weight_only_int8_is_the_float_product_of_the_int8_weight():
 
 
 def test_weight_only_int8_compute_types_run_anywhere_and_are_recorded():
-    from pipeline.runtime import COMPUTE_TYPES, pick_runtime, recorded_compute_type
+    from pipeline.facts.runtime import COMPUTE_TYPES, pick_runtime, recorded_compute_type
 
     for name, dtype in [
         ("int8_float16", torch.float16),
@@ -312,8 +312,8 @@ def test_auto_compute_type_per_device():
     probe agrees with the flags the kernel reports."""
     from pathlib import Path
 
-    from pipeline.runtime import auto_compute_type, cpu_has_bf16_units, pick_runtime
-    from pipeline.runtime import onednn_isa_capped_below_amx as capped_below_amx
+    from pipeline.facts.runtime import auto_compute_type, cpu_has_bf16_units, pick_runtime
+    from pipeline.facts.runtime import onednn_isa_capped_below_amx as capped_below_amx
 
     assert auto_compute_type("cuda") == "float16" and auto_compute_type("cuda", bf16_units=True) == "float16"
     assert auto_compute_type("cpu", bf16_units=False) == "int8"
@@ -345,9 +345,9 @@ def test_the_default_and_auto_drafts_on_cuda_are_for_large_v3_only():
     (the GPU run of `--model tiny.en` stopped there before its first file). On a CPU nothing changes."""
     import torch
 
+    from pipeline.facts.runtime import Runtime
     from pipeline.models.load import AUTO_CANDIDATES, CPU_DEFAULTS, CUDA_DEFAULTS, draft_candidate
     from pipeline.models.registry import ResolvedModel
-    from pipeline.runtime import Runtime
 
     cuda, cpu = Runtime(torch.device("cuda"), torch.float16), Runtime(torch.device("cpu"), torch.float32)
     default = {"cuda": CUDA_DEFAULTS[1], "cpu": CPU_DEFAULTS[1]}
@@ -365,7 +365,7 @@ def test_the_default_and_auto_drafts_on_cuda_are_for_large_v3_only():
 def test_a_onednn_cap_below_amx_makes_auto_pick_what_a_cpu_without_amx_picks(monkeypatch):
     """`scripts/isa.sh avx2|avx512` runs an AMX machine as one without AMX: `auto` must then choose int8, as it
     does there (bfloat16 without matrix units is emulated, the slowest type)."""
-    from pipeline.runtime import auto_compute_type, cpu_has_bf16_units
+    from pipeline.facts.runtime import auto_compute_type, cpu_has_bf16_units
 
     monkeypatch.setattr("torch.cpu._is_amx_tile_supported", lambda: True)  # an AMX machine, wherever this runs
     monkeypatch.setattr("torch.cpu._is_avx512_bf16_supported", lambda: True)
@@ -382,7 +382,7 @@ def test_auto_compute_type_resumes_a_job_with_the_one_it_started_with(tmp_path):
     it); a new job gets the device's default; --restart starts over with it; a job.json that is lost is read
     from the rows."""
     from pipeline.job.config import JobOptions, compute_type
-    from pipeline.manifest import JobDir
+    from pipeline.storage.manifest import JobDir
 
     options = JobOptions(out_dir=tmp_path / "job", device="cpu")
     assert compute_type(options) == "auto"

@@ -1,4 +1,4 @@
-"""The option table (pipeline/options.py) is the one place an option is declared: every owner field is in it or
+"""The option table (pipeline/job/options.py) is the one place an option is declared: every owner field is in it or
 named internal with a reason, every job-file key is documented, every flag reaches --help, and what it generates
 for resumed jobs (SPEED_ONLY, ADDED, whisper-mode job names) stays what job dirs made earlier were keyed by."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline.options import ADDED, INTERNAL, OPTIONS, OWNERS, SPEED_ONLY, owner_class, reference
+from pipeline.job.options import ADDED, INTERNAL, OPTIONS, OWNERS, SPEED_ONLY, owner_class, reference
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +34,7 @@ def test_every_job_file_key_is_in_the_example_job_file_and_the_options_page():
     keys = [o.key for o in OPTIONS if o.job_file]
     assert [k for k in keys if f"{k} =" not in example] == [], "missing from jobs/example.toml"
     assert [line for line in reference().splitlines() if line not in page] == [], (
-        "docs/options.md's table is not the table's: python -m pipeline.options"
+        "docs/options.md's table is not the table's: python -m pipeline.job.options"
     )
     assert "docs/options.md" in (REPO / "README.md").read_text()
 
@@ -64,7 +64,7 @@ def test_transcribe_shows_the_owner_dataclasses_defaults_and_run_leaves_them_to_
 
 def test_what_resumed_job_dirs_depend_on_is_unchanged():
     """Job dirs made earlier are checked against these: a change here breaks their resume."""
-    from pipeline import jobfile
+    from pipeline.cli import jobfile
     from pipeline.cli.settings import merge_settings, whisper_job_name
     from pipeline.job.config import LABELS
 
@@ -97,7 +97,7 @@ def test_whisper_mode_keys_its_job_by_the_configuration_as_resolved_not_as_spell
     """`-f all -o subs/` and the same with `--model base` made two jobs of one configuration (the default model,
     `auto`, whisper's short names are resolved first)."""
     from pipeline.cli.settings import merge_settings, whisper_job_name
-    from pipeline.runtime import auto_compute_type
+    from pipeline.facts.runtime import auto_compute_type
 
     def name(**flags) -> str:
         return whisper_job_name(merge_settings({"device": "cpu", **flags}))
@@ -114,7 +114,7 @@ def test_whisper_mode_keys_its_job_by_the_configuration_as_resolved_not_as_spell
 
 def test_the_option_table_job_files_and_checks_load_neither_torch_nor_transformers():
     probe = (
-        "import sys, pipeline.options, pipeline.jobfile, pipeline.validate; "
+        "import sys, pipeline.job.options, pipeline.cli.jobfile, pipeline.cli.validate; "
         "print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)

@@ -13,18 +13,22 @@ import time
 import pytest
 
 from helpers import lines, podscribe, run_here, start
-from pipeline import outputs, workers
-from pipeline.cues import CueRules
-from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_USAGE, ConfigChanged
+from pipeline.facts.errors import EXIT_CONFIG_CHANGED, EXIT_USAGE, ConfigChanged
+from pipeline.outputs import ownership
+from pipeline.outputs.cues import CueRules
+from pipeline.storage import workers
 
 
 def test_outputs_of_workers_join_when_one_side_asks_for_none_and_refuse_when_they_differ(tmp_path):
-    srt = outputs.spec(["srt"], tmp_path / "a", CueRules())
-    assert outputs.join(srt, None, tmp_path) == srt and outputs.join(None, srt, tmp_path) == srt
-    assert outputs.join(srt, outputs.spec(["srt"], tmp_path / "a", CueRules()), tmp_path) == srt
-    for other in (outputs.spec(["vtt"], tmp_path / "a", CueRules()), outputs.spec(["srt"], tmp_path / "b", CueRules())):
+    srt = ownership.spec(["srt"], tmp_path / "a", CueRules())
+    assert ownership.join(srt, None, tmp_path) == srt and ownership.join(None, srt, tmp_path) == srt
+    assert ownership.join(srt, ownership.spec(["srt"], tmp_path / "a", CueRules()), tmp_path) == srt
+    for other in (
+        ownership.spec(["vtt"], tmp_path / "a", CueRules()),
+        ownership.spec(["srt"], tmp_path / "b", CueRules()),
+    ):
         try:
-            outputs.join(srt, other, tmp_path)
+            ownership.join(srt, other, tmp_path)
         except ConfigChanged as exc:
             assert "same options" in str(exc)
         else:
@@ -73,7 +77,7 @@ def test_an_input_name_too_long_for_its_outputs_gets_a_shorter_one_and_a_folder_
     """An input name of 252 bytes: its outputs' names (and their temporary names) passed the file system's 255, so
     they were never written (json: a traceback on every later run, and `export` exited 5, "damaged state"). They
     are written under a shorter name, said out loud. A folder that holds the other output's name is not
-    podscribe's file: kept, the new version beside it (outputs.py). The job goes on and exits 0, export too."""
+    podscribe's file: kept, the new version beside it (outputs/ownership.py). The job goes on and exits 0, export too."""
     inputs = sorted((c.path for c in clips if c.language == "en" and c.duration_s < 4), key=lambda p: p.name)[:2]
     long = tmp_path / "in" / ("x" * 248 + inputs[0].suffix)
     long.parent.mkdir()
@@ -84,8 +88,8 @@ def test_an_input_name_too_long_for_its_outputs_gets_a_shorter_one_and_a_folder_
     args = ("--model", "tiny.en", "-q", "--subtitles", "srt,json", "-o", str(subs), str(long), str(inputs[1]))
     result = podscribe("transcribe", "--out", str(job), *args, cache_dir=cache_dir)
     assert result.returncode == 0 and "done: 2, failed: 0" in result.stdout, result.stdout + result.stderr
-    short = outputs.output_names([str(long), str(inputs[1])])[str(long)]
-    assert short != long.stem and len(short.encode()) <= outputs.MAX_STEM_BYTES
+    short = ownership.output_names([str(long), str(inputs[1])])[str(long)]
+    assert short != long.stem and len(short.encode()) <= ownership.MAX_STEM_BYTES
     assert f"is too long a name for files: its files are named {short}.*" in result.stderr, result.stderr
     assert json.loads((subs / f"{short}.json").read_text())["path"] == str(long)
     assert (subs / f"{short}.srt").read_text().strip()
@@ -99,7 +103,7 @@ def test_an_input_name_too_long_for_its_outputs_gets_a_shorter_one_and_a_folder_
 def test_a_name_at_the_file_system_s_limit_is_written(tmp_path):
     """255 bytes: the temporary name beside it (``.NAME.`` + 12) was 14 bytes too long for the file system."""
     name = "y" * 250 + ".json"
-    written = outputs.OutputDir(tmp_path).write({name: b"{}"})
+    written = ownership.OutputDir(tmp_path).write({name: b"{}"})
     assert written.paths == [tmp_path / name] and (tmp_path / name).read_bytes() == b"{}" and not written.skipped
 
 
@@ -122,7 +126,7 @@ def test_outputs_renamed_when_a_name_collision_first_appears_leave_no_stale_file
     (subs / "show.txt").write_text(edited)
     second = podscribe(*args, str(a), str(b), cache_dir=cache_dir)
     assert second.returncode == 0 and "done: 1, failed: 0, already done: 1" in second.stdout, second.stderr
-    names = outputs.output_names([str(a), str(b)])
+    names = ownership.output_names([str(a), str(b)])
     assert names[str(a)] != "show" != names[str(b)]
     expected = {f"{names[str(p)]}.{ext}" for p in (a, b) for ext in ("srt", "txt")}
     assert {p.name for p in subs.iterdir()} == {".podscribe", "show.txt", *expected}, "a stale output stayed"
@@ -132,7 +136,7 @@ def test_outputs_renamed_when_a_name_collision_first_appears_leave_no_stale_file
 def test_an_input_renamed_in_its_outputs_leaves_its_old_files_only_where_a_person_changed_them(tmp_path):
     """The rule alone: files written for an input under the name it had are removed when its outputs are written
     under a new one; an edited one is kept (and listed); another input's file, or another format's, is not touched."""
-    folder = outputs.OutputDir(tmp_path)
+    folder = ownership.OutputDir(tmp_path)
     folder.write(
         {"show.srt": b"1", "show.txt": b"t", "show.vtt": b"v"},
         sources={
@@ -195,7 +199,7 @@ def test_two_jobs_writing_into_one_folder_never_replace_each_other_s_files(clips
         "transcribe", "--out", str(tmp_path / "B"), *common, "--speaker-names", "Lena,,Walter", str(b),
         cache_dir=cache_dir,
     )  # fmt: skip
-    other = outputs.output_names([str(a), str(b)])[str(b)]  # its name beside a/ep.wav: ep-<hash of its path>
+    other = ownership.output_names([str(a), str(b)])[str(b)]  # its name beside a/ep.wav: ep-<hash of its path>
     assert two.returncode == 0 and f"the files of {b} are named {other}.*" in two.stderr, two.stderr
     assert (subs / "ep.txt").read_text() == mine and (subs / f"{other}.txt").read_text() != mine
     assert json.loads((tmp_path / "B" / "job.json").read_text())["speaker_names"] == {
@@ -214,10 +218,10 @@ def _killed_while_writing(folder, files: dict[str, bytes], at: str) -> None:
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child dies)
         try:
-            from pipeline import atomic
+            from pipeline.storage import atomic
 
             setattr(atomic, at, lambda *_: os.kill(os.getpid(), signal.SIGKILL))
-            outputs.OutputDir(folder).write(files, sources={name: ("/a/ep.wav", name[3:]) for name in files})
+            ownership.OutputDir(folder).write(files, sources={name: ("/a/ep.wav", name[3:]) for name in files})
         finally:
             os._exit(1)
     _, status = os.waitpid(pid, 0)
@@ -228,7 +232,7 @@ def test_writes_killed_at_any_moment_leave_outputs_that_stay_podscribe_s_and_no_
     """A SIGKILL during output writing left `.NAME.*.tmp` files in the output folder forever; and a write is
     recorded before its file is replaced, so whatever a kill leaves is still podscribe's to replace (not taken
     for a person's edit)."""
-    folder = outputs.OutputDir(tmp_path)
+    folder = ownership.OutputDir(tmp_path)
     sources = {name: ("/a/ep.wav", name[3:]) for name in ("ep.txt", "ep.srt")}
     folder.write({"ep.txt": b"one\n", "ep.srt": b"1\n"}, sources=sources)
     _killed_while_writing(tmp_path, {"ep.txt": b"two\n", "ep.srt": b"2\n"}, "_sync_file_system")
@@ -244,15 +248,15 @@ def test_writes_killed_at_any_moment_leave_outputs_that_stay_podscribe_s_and_no_
 def test_the_record_is_a_journal_folded_into_its_snapshots_and_reads_the_same_either_way(tmp_path, monkeypatch):
     """Thousands of outputs cost a journal line each, not the whole record each (an export of 2,000 files spent
     a minute encoding and fsyncing it); folded in every COMPACT_LINES lines, with the same meaning."""
-    monkeypatch.setattr(outputs, "COMPACT_LINES", 7)
-    folder = outputs.OutputDir(tmp_path)
+    monkeypatch.setattr(ownership, "COMPACT_LINES", 7)
+    folder = ownership.OutputDir(tmp_path)
     for i in range(5):
         folder.write({f"ep{i}.txt": f"{i}\n".encode()}, sources={f"ep{i}.txt": (f"/a/ep{i}.wav", "txt")})
-    journal = tmp_path / ".podscribe" / outputs.JOURNAL
-    assert len(journal.read_text().splitlines()) == 5 and not (tmp_path / ".podscribe" / outputs.RECORD).exists()
+    journal = tmp_path / ".podscribe" / ownership.JOURNAL
+    assert len(journal.read_text().splitlines()) == 5 and not (tmp_path / ".podscribe" / ownership.RECORD).exists()
     (tmp_path / "ep1.txt").write_text("mine\n")
     folder.write({f"ep{i}.txt": f"{i}{i}\n".encode() for i in range(5)})  # the 7th line folds the journal in
-    assert journal.read_text() == "" and json.loads((tmp_path / ".podscribe" / outputs.RECORD).read_text())
+    assert journal.read_text() == "" and json.loads((tmp_path / ".podscribe" / ownership.RECORD).read_text())
     assert (tmp_path / "ep1.txt").read_text() == "mine\n" and (tmp_path / "ep1.new.txt").read_text() == "11\n"
     assert [(tmp_path / f"ep{i}.txt").read_text() for i in (0, 2, 3, 4)] == ["00\n", "22\n", "33\n", "44\n"]
     (tmp_path / "ep1.new.txt").write_text("mine too\n")
@@ -265,12 +269,12 @@ def test_the_record_is_a_journal_folded_into_its_snapshots_and_reads_the_same_ei
 def test_temporaries_a_kill_left_in_subfolders_are_swept_too(tmp_path):
     """A site's files are paths inside its folder (``e/ep.html``): a killed write's temporary there is swept by
     the next write, like one at the top; a temporary of a name podscribe never wrote is not its to remove."""
-    outputs.OutputDir(tmp_path).write({"e/ep.html": b"<p>one</p>", "index.html": b"i"})
+    ownership.OutputDir(tmp_path).write({"e/ep.html": b"<p>one</p>", "index.html": b"i"})
     stale = [tmp_path / "e" / ".ep.html.Ab3dEf9h.tmp", tmp_path / ".index.html.Zz0zZz0z.tmp"]
     other = tmp_path / "e" / ".notes.txt.Ab3dEf9h.tmp"
     for path in [*stale, other]:
         path.write_bytes(b"half")
-    outputs.OutputDir(tmp_path).write({"e/ep.html": b"<p>two</p>"})
+    ownership.OutputDir(tmp_path).write({"e/ep.html": b"<p>two</p>"})
     assert not any(p.exists() for p in stale) and other.exists()
     assert (tmp_path / "e" / "ep.html").read_bytes() == b"<p>two</p>"
 
@@ -278,16 +282,16 @@ def test_temporaries_a_kill_left_in_subfolders_are_swept_too(tmp_path):
 def test_a_journal_line_a_kill_cut_short_costs_no_later_entry(tmp_path):
     """A torn last line (a kill or a power loss mid-append) is ended before the next process appends: the next
     entry stays readable, so the file it names stays podscribe's (glued to the torn line, it read as a person's)."""
-    outputs.OutputDir(tmp_path).write({"ep0.txt": b"0\n"})
-    journal = tmp_path / ".podscribe" / outputs.JOURNAL
+    ownership.OutputDir(tmp_path).write({"ep0.txt": b"0\n"})
+    journal = tmp_path / ".podscribe" / ownership.JOURNAL
     with journal.open("ab") as f:
         f.write(b'{"n":"ep9.txt","d":"ab')  # cut short
-    outputs.OutputDir(tmp_path).write({"ep1.txt": b"1\n"})
-    assert outputs.own_digests(tmp_path).keys() == {"ep0.txt", "ep1.txt"}
+    ownership.OutputDir(tmp_path).write({"ep1.txt": b"1\n"})
+    assert ownership.own_digests(tmp_path).keys() == {"ep0.txt", "ep1.txt"}
     (tmp_path / "ep1.txt").unlink()
-    outputs.OutputDir(tmp_path).write({"ep1.txt": b"one\n"})  # its own file, gone: written again, no .new file
+    ownership.OutputDir(tmp_path).write({"ep1.txt": b"one\n"})  # its own file, gone: written again, no .new file
     assert (tmp_path / "ep1.txt").read_text() == "one\n" and not list(tmp_path.glob("*.new*"))
-    outputs.OutputDir(tmp_path).write({"ep1.txt": b"uno\n"})  # and replaced, as podscribe's own
+    ownership.OutputDir(tmp_path).write({"ep1.txt": b"uno\n"})  # and replaced, as podscribe's own
     assert (tmp_path / "ep1.txt").read_text() == "uno\n" and not list(tmp_path.glob("*.new*"))
 
 
@@ -300,7 +304,7 @@ def test_export_names_speakers_as_the_job_did_and_says_what_it_could_not_export(
 
     from bench.bench_export import build_job
     from pipeline.cli import main
-    from pipeline.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+    from pipeline.storage.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
 
     job = build_job(tmp_path / "job", 3, 2)
     ids = sorted(p.stem for p in (job / "files").glob("*.parquet"))

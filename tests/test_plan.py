@@ -8,11 +8,11 @@ import threading
 import time
 from pathlib import Path
 
-from pipeline.audio import SAMPLE_RATE, Piece
-from pipeline.identity import Fingerprints, identify
-from pipeline.records import PieceResult, RawSegment
-from pipeline.runner import expand_inputs
-from pipeline.tables import file_language, segment_flags
+from pipeline.audio.media import SAMPLE_RATE, Piece
+from pipeline.decode.review import file_language, segment_flags
+from pipeline.facts.records import PieceResult, RawSegment
+from pipeline.job.inputs import expand_inputs
+from pipeline.storage.identity import Fingerprints, identify
 
 
 def _piece(index: int, seconds: float) -> Piece:
@@ -96,7 +96,7 @@ def test_inputs_are_absolute_and_a_path_given_twice_is_one_input(tmp_path, monke
 
 
 def test_inputs_given_with_dot_dot_are_the_paths_their_rows_keep(tmp_path, monkeypatch):
-    from pipeline.manifest import row_paths
+    from pipeline.storage.manifest import row_paths
 
     (tmp_path / "in").mkdir()
     (tmp_path / "run").mkdir()
@@ -129,7 +129,7 @@ def test_the_cli_and_the_job_dir_import_without_fcntl():
     import subprocess
     import sys
 
-    probe = "import sys; sys.modules['fcntl'] = None; import pipeline.manifest, pipeline.cli, pipeline.export"
+    probe = "import sys; sys.modules['fcntl'] = None; import pipeline.storage.manifest, pipeline.cli, pipeline.outputs.export"
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
     )
@@ -141,11 +141,11 @@ def test_a_job_made_before_an_option_existed_resumes_with_the_old_behaviour_and_
 
     import pytest
 
-    from pipeline.audio import CutOptions
+    from pipeline.audio.media import CutOptions
     from pipeline.decode import DecodeOptions
-    from pipeline.errors import ConfigChanged
-    from pipeline.manifest import JobDir
-    from pipeline.runner import ADDED, SPEED_ONLY
+    from pipeline.facts.errors import ConfigChanged
+    from pipeline.job.config import ADDED, SPEED_ONLY
+    from pipeline.storage.manifest import JobDir
 
     def config(decode: DecodeOptions, cut: CutOptions, before_added: bool = False) -> dict:
         out = {"decode": asdict(decode), "cut": asdict(cut)}
@@ -175,8 +175,7 @@ def test_the_job_package_loads_neither_torch_nor_transformers_when_imported():
     import pipeline.job
 
     names = [
-        "pipeline.runner",
-        "pipeline.status",
+        "pipeline.cli.status",
         *(f"pipeline.job.{m.name}" for m in pkgutil.iter_modules(pipeline.job.__path__)),
     ]
     probe = f"import sys; import {', '.join(names)}; print(sorted({{'torch', 'transformers'}} & set(sys.modules)))"
@@ -189,9 +188,9 @@ def test_the_job_package_loads_neither_torch_nor_transformers_when_imported():
 def test_a_file_touched_under_a_job_is_hashed_once_and_a_file_rewritten_is_caught(tmp_path):
     """A checkpoint asks whether the file still holds what was claimed: a touch (same bytes, new mtime) is hashed
     once and its new stat remembered, not hashed again at every later checkpoint; new bytes give their new id."""
-    from pipeline.identity import identify
     from pipeline.job.inputs import InputRef
     from pipeline.job.state import Task
+    from pipeline.storage.identity import identify
 
     path = tmp_path / "ep.wav"
     path.write_bytes(b"one" * 1000)

@@ -1,4 +1,4 @@
-"""pipeline/prefetch.py: the background iterator the runner reads a file's pieces through."""
+"""pipeline/audio/prefetch.py: the background iterator the runner reads a file's pieces through."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pipeline.prefetch import ahead
+from pipeline.audio.prefetch import ahead
 
 
 class Source:

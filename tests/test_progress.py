@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from pipeline import progress
+from pipeline.job import progress
 
 
 def test_clock():
@@ -35,7 +35,7 @@ def test_a_file_bar_never_passes_its_total():
 
 
 def _worker(planned_s: float, decoded: list[tuple[str, float]]) -> None:
-    """What runner.py does with its bars: a job bar over what it planned, a file bar for each file it decodes (in
+    """What the runner (job/) does with its bars: a job bar over what it planned, a file bar for each file it decodes (in
     30 s pieces), a line at a second chance, the job bar advanced by each file it finished."""
     with progress.job_bar(planned_s, True) as job:
         for name, seconds in decoded:

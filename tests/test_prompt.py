@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from helpers import perturbed_draft, tiny_random_models, with_assistant
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.decode.generate import Generator
 from pipeline.decode.hf_generate import hf_generate
@@ -35,7 +35,7 @@ def pieces(clips) -> list[np.ndarray]:
     """The two clips with the names, a 30 s piece of several clips cut mid-speech, and JFK."""
     by_name = {c.path.name: c for c in clips}
     decoded = {
-        n: audio.decode(by_name[n].path)
+        n: media.decode(by_name[n].path)
         for n in (
             "LJ001-0031.wav",
             "LJ001-0007.wav",
@@ -48,14 +48,14 @@ def pieces(clips) -> list[np.ndarray]:
     }
     joined = np.concatenate(
         [decoded[n] for n in ("LJ001-0001.wav", "LJ001-0003.wav", "LJ001-0005.wav", "LJ001-0009.wav")]
-    )[: 30 * audio.SAMPLE_RATE]
-    assert len(joined) == 30 * audio.SAMPLE_RATE
+    )[: 30 * media.SAMPLE_RATE]
+    assert len(joined) == 30 * media.SAMPLE_RATE
     return [decoded["LJ001-0031.wav"], decoded["LJ001-0007.wav"], joined, decoded["jfk.flac"]]
 
 
 def _features(models, pieces) -> torch.Tensor:
     return models.processor.feature_extractor(
-        pieces, sampling_rate=audio.SAMPLE_RATE, return_tensors="pt"
+        pieces, sampling_rate=media.SAMPLE_RATE, return_tensors="pt"
     ).input_features
 
 
@@ -218,7 +218,7 @@ def test_language_no_speech_and_logprob_as_transformers_computes_them(base_model
     from transformers.generation.logits_process import WhisperNoSpeechDetection
 
     by_lang = {c.language: c for c in clips if c.path.parent.name == "picovoice_leopard"}
-    pieces = [audio.decode(by_lang[lang].path) for lang in ("en", "de")]
+    pieces = [media.decode(by_lang[lang].path) for lang in ("en", "de")]
     options = DecodeOptions(language=None, hotwords="Quilter", initial_prompt=PROMPT, vad=False)
     results = Transcriber(base_models, options).transcribe(pieces)
     context = Generator(base_models, use_assistant=False).context(PROMPT, "Quilter")
@@ -268,7 +268,7 @@ def test_hotwords_spell_the_names_base_gets_wrong_and_words_stay_timed(base_mode
     Suviacol"; with the names as hotwords it writes them right. Word timings (aligned without the prompt, as
     openai-whisper does) stay inside their segments and in order."""
     by_name = {c.path.name: c for c in clips}
-    pieces = [audio.decode(by_name[n].path) for n in ("LJ001-0007.wav", "LJ001-0031.wav")]
+    pieces = [media.decode(by_name[n].path) for n in ("LJ001-0007.wav", "LJ001-0031.wav")]
     plain = Transcriber(base_models, DecodeOptions(language="en")).transcribe(pieces)
     before = [" ".join(s.text for s in r.segments) for r in plain]
     assert "Guttenberg" in before[0] and not {"Sweynheim", "Pannartz", "Subiaco"} & set(
@@ -301,7 +301,7 @@ def test_transformers_asr_pipeline_with_prompt_ids(base_models, base_self_int8, 
 
     by_name = {c.path.name: c for c in clips}
     inputs = [
-        {"raw": audio.decode(by_name[n].path), "sampling_rate": audio.SAMPLE_RATE}
+        {"raw": media.decode(by_name[n].path), "sampling_rate": media.SAMPLE_RATE}
         for n in ("LJ001-0007.wav", "LJ001-0031.wav")
     ]
     prompt_ids = base_models.processor.get_prompt_ids(HOTWORDS, return_tensors="pt")

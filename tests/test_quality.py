@@ -8,10 +8,11 @@ import numpy as np
 import pyarrow.dataset as ds
 
 from helpers import int8_copy, write_wav
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.decode import DecodeOptions, Transcriber
-from pipeline.metrics import english_normalizer, wer
-from pipeline.runner import JobOptions, run
+from pipeline.facts.metrics import english_normalizer, wer
+from pipeline.job.config import JobOptions
+from pipeline.job.run import run
 
 # base, greedy, on the 49 human-referenced English clips: 0.0717 in float32, 0.0652 in int8, the CPU's default
 # compute type, which this test reads (LJ001-0024's reference omits a spoken parenthesis: 11 of the errors).
@@ -26,7 +27,7 @@ def test_english_wer_of_base_in_the_cpus_default_int8(base_models, english_human
     clips = sorted(english_human, key=lambda c: c.duration_s)
     hyps = []
     for i in range(0, len(clips), 8):
-        results = transcriber.transcribe([audio.decode(c.path) for c in clips[i : i + 8]])
+        results = transcriber.transcribe([media.decode(c.path) for c in clips[i : i + 8]])
         hyps += [" ".join(s.text for s in r.segments) for r in results]
     score = wer([c.text for c in clips], hyps)
     print(f"\nWER base on {len(hyps)} human English clips: {score:.4f}")
@@ -82,7 +83,7 @@ def _pink(n: int, rng) -> np.ndarray:
 
 def _music(t: np.ndarray, rng) -> np.ndarray:
     """A music bed: a chord change every 2 s with harmonics and decay, a bass line, a hi-hat every 0.25 s."""
-    sr = audio.SAMPLE_RATE
+    sr = media.SAMPLE_RATE
     out = np.zeros(len(t))
     roots = [220.0, 174.6, 196.0, 261.6]
     for k, at in enumerate(range(0, len(t), 2 * sr)):
@@ -99,7 +100,7 @@ def _music(t: np.ndarray, rng) -> np.ndarray:
 
 def test_silence_tones_noise_and_music_give_no_words(base_models, tmp_path):
     """With the defaults (VAD gate, coverage check, fallback on) nothing is invented in non-speech."""
-    sr = audio.SAMPLE_RATE
+    sr = media.SAMPLE_RATE
     t = np.arange(40 * sr) / sr
     rng = np.random.default_rng(1)
     files = {

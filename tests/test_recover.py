@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pipeline.decode import recover
 from pipeline.decode.recover import Candidate
-from pipeline.records import Word
+from pipeline.facts.records import Word
 
 LP, CR = -1.0, 2.4  # Whisper's thresholds
 

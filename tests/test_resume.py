@@ -13,7 +13,7 @@ from collections import Counter
 import pyarrow.dataset as ds
 
 from helpers import decoded_after_persisted, finish, lines, podscribe, run_here, start, tables, wait_for_progress
-from pipeline.errors import EXIT_CONFIG_CHANGED, EXIT_SIGTERM
+from pipeline.facts.errors import EXIT_CONFIG_CHANGED, EXIT_SIGTERM
 
 # Where each of the six stopped runs is stopped: the signal, and the run's own first event it follows (then a random
 # 0-0.1 s: inside that step). Each phase gets both signals; the first kill follows the first saved batch of a file of

@@ -1,11 +1,12 @@
-"""The row shapes (pipeline/rows.py) against the tables' Arrow schemas (pipeline/tables.py): each TypedDict's keys
+"""The row shapes (pipeline/facts/rows.py) against the tables' Arrow schemas (pipeline/storage/tables.py): each TypedDict's keys
 are its schema's field names, in order, so a column added to a schema and not to its shape fails here. No model."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from pipeline import rows, tables
+from pipeline.facts import rows
+from pipeline.storage import tables
 
 
 def _names(struct_or_schema) -> list[str]:

@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import REPO, ffmpeg, podscribe, start, write_wav
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.decode import DecodeOptions
-from pipeline.errors import (
+from pipeline.facts.errors import (
     EXIT_CONFIG_CHANGED,
     EXIT_DAMAGED_STATE,
     EXIT_SIGHUP,
@@ -34,8 +34,9 @@ from pipeline.errors import (
     EXIT_STORAGE,
     EXIT_USAGE,
 )
-from pipeline.identity import identify, legacy_fingerprint
-from pipeline.runner import JobOptions, run
+from pipeline.job.config import JobOptions
+from pipeline.job.run import run
+from pipeline.storage.identity import identify, legacy_fingerprint
 
 TINY = ["--model", "tiny.en", "-q"]
 
@@ -69,8 +70,8 @@ def speech(clips, tmp_path_factory) -> dict[str, Path]:
 
 def test_recordings_that_share_size_start_and_end_are_different_inputs(speech, tiny_en_models, tmp_path):
     """Same length, same 4 s of silence at both ends (more than the old 64 KiB windows), other speech."""
-    silence = np.zeros(4 * audio.SAMPLE_RATE, np.float32)
-    a, b = audio.decode(speech["jfk"]), audio.decode(speech["libri"])
+    silence = np.zeros(4 * media.SAMPLE_RATE, np.float32)
+    a, b = media.decode(speech["jfk"]), media.decode(speech["libri"])
     n = min(len(a), len(b))
     one = write_wav(tmp_path / "one.wav", np.concatenate([silence, a[:n], silence]))
     two = write_wav(tmp_path / "two.wav", np.concatenate([silence, b[:n], silence]))
@@ -132,7 +133,7 @@ def test_a_missing_input_keeps_its_finished_transcript(speech, cache_dir, tmp_pa
 
 
 def test_outputs_follow_the_umask(speech, cache_dir, tmp_path):
-    from pipeline.atomic import _file_mode
+    from pipeline.storage.atomic import _file_mode
 
     out = tmp_path / "job"
     before = os.umask(0o027)  # a process's own umask, as a shell sets it; the CLI runs in this process
@@ -460,7 +461,7 @@ def test_truncated_files_keep_what_decodes_and_say_so(speech, cache_dir, tmp_pat
     out = tmp_path / "job"
     result = podscribe("transcribe", *TINY, "--out", str(out), *(str(tmp_path / n) for n in made), cache_dir=cache_dir)
     assert result.returncode == 0 and f"done: {len(made)}, failed: 0" in result.stdout, result.stderr
-    whole_s = audio.probe(speech["libri"]).duration_s
+    whole_s = media.probe(speech["libri"]).duration_s
     for row in files_rows(out).values():
         assert row["status"] == "done" and row["n_words"] > 3, row
         assert row["warnings"] and "truncated" in row["warnings"], row

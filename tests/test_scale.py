@@ -15,10 +15,10 @@ import pyarrow.dataset as ds
 import pytest
 
 from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, run_here, start, tables
-from pipeline import workers
-from pipeline.errors import EXIT_SIGINT, EXIT_SIGTERM, DamagedState
-from pipeline.identity import identify
-from pipeline.status import JobStatus, busy_seconds
+from pipeline.cli.status import JobStatus, busy_seconds
+from pipeline.facts.errors import EXIT_SIGINT, EXIT_SIGTERM, DamagedState
+from pipeline.storage import workers
+from pipeline.storage.identity import identify
 
 # -- fast: the pieces of the protocol ------------------------------------------------------------------------
 
@@ -114,9 +114,9 @@ def test_two_workers_double_the_job_rate_and_halve_the_eta():
 
 
 def test_a_ray_worker_that_cannot_see_the_job_dir_says_so(tmp_path):
-    from pipeline.engines import RayWorker
-    from pipeline.errors import UsageProblem
-    from pipeline.runner import JobOptions
+    from pipeline.facts.errors import UsageProblem
+    from pipeline.job.config import JobOptions
+    from pipeline.job.engines import RayWorker
 
     worker = RayWorker([], JobOptions(out_dir=tmp_path / "job"), ".reach-0123")  # the driver's marker is not here
     with pytest.raises(UsageProblem, match="not reachable from the Ray worker.*mounts at the same path"):
@@ -275,7 +275,7 @@ def test_accelerate_launch_runs_ranks_as_workers_of_one_job(small_archive, small
 def _one_renderer(out, inputs, stderr: str) -> None:
     """The workers' bars are drawn by the process that started them: one job bar over every file (100%, the job's
     whole audio) and a file bar for each file, whoever decoded it."""
-    from pipeline.progress import clock
+    from pipeline.job.progress import clock
 
     whole = clock(sum(r["duration_s"] for r in ds.dataset(out / "files").to_table().to_pylist()))
     assert "job: 100%" in stderr and f"{whole}/{whole} of audio" in stderr, stderr[-3000:]

@@ -19,15 +19,16 @@ import pytest
 import torch
 
 from helpers import computed_once, int8_copy, with_assistant, write_wav
-from pipeline import audio
+from pipeline.audio import media
+from pipeline.cli.status import job_status
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.decode import hf_generate as transformers_generate
 from pipeline.decode.generate import encode
+from pipeline.job.config import JobOptions
+from pipeline.job.run import run
 from pipeline.models.load import quantized_self_draft
-from pipeline.runner import JobOptions, run
-from pipeline.status import job_status
 
-SR = audio.SAMPLE_RATE
+SR = media.SAMPLE_RATE
 
 
 def _words(text: str) -> list[str]:
@@ -45,7 +46,7 @@ def quiet_caller(clips):
     """A loud sentence, 0.3 s, a second voice 20 dB quieter, 2 s of silence: (samples, first, second, second's span)."""
     by_name = {c.path.name: c for c in clips}
     first, second = by_name["2412-153948-0000.flac"], by_name["1089-134691-0000.flac"]
-    a, b = audio.decode(first.path), audio.decode(second.path) * 0.1
+    a, b = media.decode(first.path), media.decode(second.path) * 0.1
     gap = np.zeros(int(0.3 * SR), np.float32)
     x = np.concatenate([a, gap, b, np.zeros(2 * SR, np.float32)]).astype(np.float32)
     start = (len(a) + len(gap)) / SR
@@ -57,7 +58,7 @@ def noisy_loop(english_human):
     """The first English clips joined (0.5 s apart) up to 28 s, under white noise at -8 dB SNR."""
     parts, texts = [], []
     for clip in sorted(english_human, key=lambda c: c.raw["audio"]):
-        samples = audio.decode(clip.path)
+        samples = media.decode(clip.path)
         if sum(map(len, parts)) + len(samples) > 28 * SR:
             break
         parts += [samples, np.zeros(SR // 2, np.float32)]
@@ -188,7 +189,7 @@ def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_e
     for models in (tiny_en_models, int8_copy(tiny_en_models)):
         model = models.main
         with torch.inference_mode():
-            features = Transcriber(models)._features([samples])
+            features = Transcriber(models).features([samples])
             encoded = encode(model, features)
         handles = [
             model.get_decoder().register_forward_hook(rows_stored, with_kwargs=True),
@@ -223,7 +224,7 @@ def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, 
     piece again and reaches the same second chance (what a finished ladder keeps: the looping test above)."""
     import threading
 
-    from pipeline import runner
+    from pipeline.job import Interrupted
     from pipeline.job import run as job_run
 
     path = write_wav(tmp_path / "loop.wav", noisy_loop[0])
@@ -236,12 +237,12 @@ def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, 
     monkeypatch.setattr(job_run, "second_chance", second_chance)
     out = tmp_path / "job"
     options = JobOptions(out_dir=out, progress=False, decode=DecodeOptions(language="en"))
-    with pytest.raises(runner.Interrupted):
+    with pytest.raises(Interrupted):
         run([str(path)], options, models=tiny_en_models, stop=stop)
     assert len(said) == 1 and "second chance" in said[0] and "compression ratio" in said[0], said
     assert not (out / "files").exists(), "the stop waited for the second chance to end"
     first = said.pop()
     stop.clear()
-    with pytest.raises(runner.Interrupted):  # resumed: the piece is decoded again, up to its second chance
+    with pytest.raises(Interrupted):  # resumed: the piece is decoded again, up to its second chance
         run([str(path)], options, models=tiny_en_models, stop=stop)
     assert said == [first], "the resumed run did not decode the piece again to its second chance"

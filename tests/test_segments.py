@@ -9,8 +9,8 @@ import torch
 from transformers.models.whisper.generation_whisper import WhisperGenerationMixin
 
 from pipeline.decode.generate import split_segments
-from pipeline.records import RawSegment, Word
-from pipeline.segments import attach_words, clamp_words, clean
+from pipeline.decode.segments import attach_words, clamp_words, clean
+from pipeline.facts.records import RawSegment, Word
 
 TS = 50364  # <|0.00|>
 

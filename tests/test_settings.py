@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pipeline import engines
 from pipeline.cli import main
 from pipeline.cli.group import whisper_booleans
+from pipeline.job import engines
 
 
 class _Started(Exception):

@@ -19,16 +19,16 @@ from transformers.generation.logits_process import (
 )
 
 from helpers import computed_once, int8_copy, perturbed_draft, tiny_random_models, with_assistant
-from pipeline import audio
+from pipeline.audio import media
 from pipeline.backend.quantize import quantize
 from pipeline.decode.generate import Generator, encode, log_mel
 from pipeline.decode.hf_generate import hf_generate
 from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.rules import RuleState, WhisperRules
 from pipeline.decode.speculative import DraftPolicy
-from pipeline.metrics import wer
+from pipeline.facts.metrics import wer
+from pipeline.facts.runtime import pick_runtime
 from pipeline.models.load import Models, quantized_self_draft
-from pipeline.runtime import pick_runtime
 
 BATCH_SIZES = (1, 2, 3, 4, 8)
 # Real weights at the largest size, every row in one batch (alone, at batch 1:
@@ -50,16 +50,16 @@ def seed_sizes(seed: int, timestamps: bool) -> tuple[int, ...]:
 def pieces(english_human) -> list[np.ndarray]:
     """8 pieces from 2 s to 30 s: a 2 s cut beside a 30 s one made of several clips (cut mid-speech)."""
     clips = sorted(english_human, key=lambda c: c.path.name)
-    decoded = [audio.decode(c.path) for c in clips[:12]]
-    joined = np.concatenate(decoded[4:])[: 30 * audio.SAMPLE_RATE]
-    out = [decoded[0][: 2 * audio.SAMPLE_RATE], joined, *decoded[1:4], decoded[0], decoded[10], decoded[11]]
-    assert len(out) == 8 and len(joined) == 30 * audio.SAMPLE_RATE
+    decoded = [media.decode(c.path) for c in clips[:12]]
+    joined = np.concatenate(decoded[4:])[: 30 * media.SAMPLE_RATE]
+    out = [decoded[0][: 2 * media.SAMPLE_RATE], joined, *decoded[1:4], decoded[0], decoded[10], decoded[11]]
+    assert len(out) == 8 and len(joined) == 30 * media.SAMPLE_RATE
     return out
 
 
 def _features(models, pieces) -> torch.Tensor:
     return models.processor.feature_extractor(
-        pieces, sampling_rate=audio.SAMPLE_RATE, return_tensors="pt"
+        pieces, sampling_rate=media.SAMPLE_RATE, return_tensors="pt"
     ).input_features
 
 
@@ -414,7 +414,7 @@ def test_transformers_asr_pipeline_routed_through_podscribe(base_models, base_se
         feature_extractor=base_models.processor.feature_extractor,
         device="cpu",
     )
-    inputs = [{"raw": p, "sampling_rate": audio.SAMPLE_RATE} for p in pieces[:5]]
+    inputs = [{"raw": p, "sampling_rate": media.SAMPLE_RATE} for p in pieces[:5]]
     expected = reference(
         [dict(i) for i in inputs],
         batch_size=1,
@@ -444,7 +444,8 @@ def test_jobs_record_speculative_stats_and_the_auto_choice(base_models, base_sel
     import pyarrow.dataset as ds
 
     from pipeline.decode import DecodeOptions
-    from pipeline.runner import JobOptions, run
+    from pipeline.job.config import JobOptions
+    from pipeline.job.run import run
 
     inputs = [str(c.path) for c in sorted(english_human, key=lambda c: c.path.name)[:3]]
 

@@ -35,8 +35,8 @@ def test_status_counts_a_failed_missing_input_once_keeps_half_done_files_and_nev
 def test_a_kept_probe_keeps_the_containers_tags(tmp_path):
     """A probe kept in probes.json gives back all ffprobe said, tags included: a rerun that probes nothing
     still writes the title, artist and date into the files row."""
-    from pipeline.audio import AudioInfo
-    from pipeline.probes import ProbeCache
+    from pipeline.audio.media import AudioInfo
+    from pipeline.storage.probes import ProbeCache
 
     info = AudioInfo(61.5, "mp3", "mp3", ("two audio streams",), (("title", "Ep. 1"), ("date", "2024")))
     kept = ProbeCache(tmp_path)

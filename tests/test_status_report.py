@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from helpers import write_wav
-from pipeline.audio import probe
+from pipeline.audio.media import probe
 from pipeline.cli import main
-from pipeline.identity import identify
-from pipeline.probes import ProbeCache
-from pipeline.tables import PARTIAL_SCHEMA
+from pipeline.storage.identity import identify
+from pipeline.storage.probes import ProbeCache
+from pipeline.storage.tables import PARTIAL_SCHEMA
 
 
 def test_a_folder_that_is_not_a_job_is_an_error_that_names_the_jobs_in_it(tmp_path):
@@ -63,8 +63,8 @@ def test_a_long_file_half_done_has_an_eta_and_a_line_of_its_own(tmp_path):
 def test_datasets_loads_a_job_dir_with_its_lock_files(tmp_path, monkeypatch):
     import datasets
 
-    from pipeline.manifest import JobDir, write_table
-    from pipeline.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+    from pipeline.storage.manifest import JobDir, write_table
+    from pipeline.storage.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pipeline.audio import Piece
-from pipeline.records import PieceResult, RawSegment
-from pipeline.segments import drop_repeats
-from pipeline.stitch import stitch
+from pipeline.audio.media import Piece
+from pipeline.decode.segments import drop_repeats
+from pipeline.decode.stitch import stitch
+from pipeline.facts.records import PieceResult, RawSegment
 
 SR = 16000
 
@@ -47,7 +47,7 @@ def test_drop_repeats_collapses_loops_only():
 
 
 def test_vad_tightening_pulls_segment_ends_to_speech():
-    from pipeline.vad import tighten
+    from pipeline.audio.vad import tighten
 
     spans = [(1.2, 4.0), (6.5, 9.0)]
     assert tighten(0.0, 5.0, spans) == (1.2, 4.0)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline import tables
-from pipeline.audio import SAMPLE_RATE, Piece
-from pipeline.records import DecodeStats, PieceResult, RawSegment, Redecode, Segment, Word
-from pipeline.stitch import stitch
+from pipeline.audio.media import SAMPLE_RATE, Piece
+from pipeline.decode import review
+from pipeline.decode.stitch import stitch
+from pipeline.facts.records import DecodeStats, PieceResult, RawSegment, Redecode, Segment, Word
+from pipeline.storage import tables
 
 PIECE = Piece(3, 90 * SAMPLE_RATE, None, 17 * SAMPLE_RATE)
 RESULT = PieceResult(
@@ -69,7 +70,7 @@ def test_a_checkpoint_written_before_a_stat_existed_reads_it_as_zero():
 def test_segments_and_files_rows_have_every_column():
     segments = stitch([PIECE], [RESULT], 200.0)
     assert all(isinstance(s, Segment) for s in segments)
-    flags = {s.index: tables.segment_flags(RESULT, "de", _options()) for s in segments}
+    flags = {s.index: review.segment_flags(RESULT, "de", _options()) for s in segments}
     _check(tables.segment_rows("f1", Path("/a.mp3"), segments, {PIECE.index: RESULT}, flags), tables.SEGMENTS_SCHEMA)
     identity = tables.file_identity(
         "f1",

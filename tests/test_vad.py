@@ -1,11 +1,11 @@
-"""The VAD's two views of one pass (pipeline/vad.py): padded spans for gating, the unpadded voice for starts."""
+"""The VAD's two views of one pass (pipeline/audio/vad.py): padded spans for gating, the unpadded voice for starts."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pipeline import audio, vad
-from pipeline.audio import SAMPLE_RATE
+from pipeline.audio import media, vad
+from pipeline.audio.media import SAMPLE_RATE
 
 
 def test_padding_widens_spans_inside_the_audio_and_splits_short_gaps():
@@ -23,7 +23,7 @@ def test_padded_spans_are_silero_own_padding(clips):
     rng = np.random.default_rng(0)
     parts = []
     for clip in clips[:4]:  # real speech with pauses of 0.3 s (split) and 1.5 s (padded in full) between
-        parts += [audio.decode(clip.path), np.zeros(int(rng.choice([0.3, 1.5]) * SAMPLE_RATE), np.float32)]
+        parts += [media.decode(clip.path), np.zeros(int(rng.choice([0.3, 1.5]) * SAMPLE_RATE), np.float32)]
     samples = np.concatenate(parts)
     heard = vad.voice(samples)
     theirs = get_speech_timestamps(

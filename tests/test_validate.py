@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow.dataset as ds
 
 from helpers import podscribe
-from pipeline.errors import EXIT_USAGE
-from pipeline.validate import problems
+from pipeline.cli.validate import problems
+from pipeline.facts.errors import EXIT_USAGE
 
 
 def test_values_out_of_range_are_named_whatever_their_source():

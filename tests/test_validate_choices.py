@@ -9,9 +9,9 @@ import click
 import pytest
 
 from pipeline.cli.settings import check, merge_settings
-from pipeline.options import OPTIONS
-from pipeline.runtime import COMPUTE_TYPES
-from pipeline.validate import problems
+from pipeline.cli.validate import problems
+from pipeline.facts.runtime import COMPUTE_TYPES
+from pipeline.job.options import OPTIONS
 
 
 def test_every_option_with_choices_refuses_a_value_outside_them():

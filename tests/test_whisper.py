@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from transformers import GenerationConfig
 
-from pipeline import whisper
-from pipeline.whisper import Tokens
+from pipeline.facts import whisper
+from pipeline.facts.whisper import Tokens
 
 
 def test_time_constants_are_one_consistent_block():

@@ -13,8 +13,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from helpers import REPO, finish, lines, podscribe, wait_for_progress
-from pipeline.export import FORMATS
-from pipeline.outputs import OutputDir
+from pipeline.outputs.export import FORMATS
+from pipeline.outputs.ownership import OutputDir
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def test_dry_run_lists_and_estimates_what_a_job_has_left_from_a_comparable_measu
     rate measured with the same settings and on files of the same length class, or none, said, where no run
     measured them so (one latest rate per model was 10x off after a run on one short clip)."""
     from helpers import ffmpeg
-    from pipeline.progress import clock
+    from pipeline.job.progress import clock
 
     jfk, left, _ = three
     cache = tmp_path / "cache"  # its own rates.json: every CLI run of the suite records one in the shared cache
@@ -209,7 +209,8 @@ def test_dry_run_lists_and_estimates_what_a_job_has_left_from_a_comparable_measu
 def test_container_tags_are_kept_in_the_files_row(three, tiny_en_models, tmp_path):
     from helpers import ffmpeg
     from pipeline.decode import DecodeOptions
-    from pipeline.runner import JobOptions, run
+    from pipeline.job.config import JobOptions
+    from pipeline.job.run import run
 
     tagged = tmp_path / "episode 12.mp3"
     ffmpeg("-i", str(three[0]), "-metadata", "title=Ask not", "-metadata", "artist=JFK Archive",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.cues import CueRules, build_cues
-from pipeline.export import to_json, to_tsv
+from pipeline.outputs.cues import CueRules, build_cues
+from pipeline.outputs.export import to_json, to_tsv
 
 ROW = {"path": "/x/ep.mp3", "file_id": "f", "duration_s": 9.0, "language": "en"}
 
@@ -97,7 +97,7 @@ def test_tsv_keeps_whispers_columns_first_and_speaker_after_text():
 
 
 def test_srt_speaker_labels_keep_the_line_rule_and_a_single_speaker_file_has_none():
-    from pipeline.export import to_srt
+    from pipeline.outputs.export import to_srt
 
     def seg(i, start, text, speaker):
         words, t = [], start
@@ -141,7 +141,7 @@ def test_help_lists_model_and_decoding_first_and_cue_layout_late():
 
 
 def test_podcasting_transcript_json_and_paragraphs_per_speaker():
-    from pipeline.export import to_podcast, to_txt
+    from pipeline.outputs.export import to_podcast, to_txt
 
     doc = json.loads(to_podcast(rows(speakers=True)))
     assert doc["version"] == "1.0.0"
@@ -153,7 +153,7 @@ def test_podcasting_transcript_json_and_paragraphs_per_speaker():
 
 
 def test_the_podcast_format_is_written_as_name_podcast_json(tmp_path):
-    from pipeline.export import write_outputs
+    from pipeline.outputs.export import write_outputs
 
     row = {**ROW, "paths": ["/x/ep.mp3"]}
     written = write_outputs(row, rows(), ["podcast", "txt"], tmp_path, CueRules(), {})
@@ -163,7 +163,7 @@ def test_the_podcast_format_is_written_as_name_podcast_json(tmp_path):
 
 def test_speaker_names_by_order_of_appearance(tmp_path):
     from pipeline.cli.settings import DEFAULTS, cue_rules
-    from pipeline.export import write_outputs
+    from pipeline.outputs.export import write_outputs
 
     rules = cue_rules({**DEFAULTS, "speaker_names": "Lena, Walter"})
     assert rules.speaker_names == ("Lena", "Walter")
@@ -181,7 +181,7 @@ def test_an_empty_speaker_name_keeps_that_speaker_s_number_and_the_names_after_i
     """``--speaker-names ",Walter"``: the first speaker has no name given; dropping the empty one named Speaker 1
     Walter."""
     from pipeline.cli.settings import DEFAULTS, cue_rules
-    from pipeline.export import write_outputs
+    from pipeline.outputs.export import write_outputs
 
     for given in (",Walter", " , Walter,", ["", "Walter"]):
         rules = cue_rules({**DEFAULTS, "speaker_names": given})
@@ -193,9 +193,10 @@ def test_an_empty_speaker_name_keeps_that_speaker_s_number_and_the_names_after_i
 def test_speaker_names_per_show_from_a_job_file_reach_each_show_s_files(tmp_path):
     """A job file's table of names per show (folder name or glob, first match wins, "*" for the rest): each
     input's files get its show's names, also through the outputs recorded in job.json (lists, not tuples)."""
-    from pipeline import jobfile, outputs
+    from pipeline.cli import jobfile
     from pipeline.cli.settings import cue_rules, merge_settings
-    from pipeline.export import write_outputs
+    from pipeline.outputs import ownership
+    from pipeline.outputs.export import write_outputs
 
     job_file = tmp_path / "archive.toml"
     job_file.write_text(
@@ -203,7 +204,7 @@ def test_speaker_names_per_show_from_a_job_file_reach_each_show_s_files(tmp_path
         '"garden-hour" = ["Lena", "Walter"]\n"*/tech-*/*.mp3" = ["Ann", "Bo"]\n"*" = ["Host"]\n'
     )
     rules = cue_rules(merge_settings({}, jobfile.load(job_file)))
-    recorded = CueRules(**outputs.spec(["txt"], tmp_path, rules)["cue_rules"])  # as a joining worker reads it
+    recorded = CueRules(**ownership.spec(["txt"], tmp_path, rules)["cue_rules"])  # as a joining worker reads it
     paths = ["/a/garden-hour/2024/ep.mp3", "/a/tech-talk/ep.mp3", "/a/news/ep.mp3"]
     names = {paths[0]: "garden", paths[1]: "tech", paths[2]: "news"}
     for rule_set in (rules, recorded):

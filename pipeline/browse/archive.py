@@ -16,12 +16,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..audio import AUDIO_EXTENSIONS
-from ..errors import DamagedState, UsageProblem
-from ..manifest import UNREADABLE, JobDir, is_job, jobs_below, read_table, row_paths
-from ..outputs import RECORD_DIR, has_record
-from ..speaker_names import Names, names_for, parse, recorded
-from ..tables import SEGMENTS_SCHEMA
+from ..audio.media import AUDIO_EXTENSIONS
+from ..facts.errors import DamagedState, UsageProblem
+from ..outputs.ownership import RECORD_DIR, has_record
+from ..outputs.speaker_names import Names, names_for, parse, recorded
+from ..storage.manifest import UNREADABLE, JobDir, is_job, jobs_below, read_table, row_paths
+from ..storage.tables import SEGMENTS_SCHEMA
 from .cache import SEARCHED, empty, job_tables, strings
 
 SITE_RECORD = "site.json"  # in a site's .podscribe/: what it was built from (site/build.py)

@@ -25,10 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..atomic import atomic_write_bytes
-from ..errors import StorageError
-from ..manifest import UNREADABLE, read_table
-from ..tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+from ..facts.errors import StorageError
+from ..storage.atomic import atomic_write_bytes
+from ..storage.manifest import UNREADABLE, read_table
+from ..storage.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
 
 VERSION = 1  # of the cached tables' layout (another one is read again from the job)
 META = b"podscribe.search"  # the cache's state, in its Parquet metadata: the job, each table's stat, the files rows

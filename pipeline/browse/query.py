@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import UsageProblem
-from ..manifest import UNREADABLE, JobDir
-from ..speaker_names import named
+from ..facts.errors import UsageProblem
+from ..outputs.speaker_names import named
+from ..storage.manifest import UNREADABLE, JobDir
 from . import text as textmod
 from .archive import Archive, Episode, mark_unreadable, open_archive, searchable
 from .sites import Pages

@@ -13,9 +13,9 @@ import json
 import os
 from pathlib import Path
 
-from ..atomic import atomic_write_bytes, read_json_dict
-from ..errors import StorageError
-from ..outputs import RECORD_DIR
+from ..facts.errors import StorageError
+from ..outputs.ownership import RECORD_DIR
+from ..storage.atomic import atomic_write_bytes, read_json_dict
 from .archive import SITE_RECORD, Archive, Episode
 
 JOB_RECORD = "site.json"

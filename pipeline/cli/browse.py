@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from .. import errors
-from ..errors import PodscribeError
+from ..facts import errors
+from ..facts.errors import PodscribeError
 from .group import main, verbose_option
 
 JOB_DIRS = click.argument("job_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))

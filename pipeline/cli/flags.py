@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..options import INPUTS, OPTIONS, SECTIONS, Option, default, help_text
+from ..job.options import INPUTS, OPTIONS, SECTIONS, Option, default, help_text
 from .group import verbose_option
 
 

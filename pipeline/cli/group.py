@@ -32,7 +32,7 @@ verbose_option = click.option(
 def _switches() -> dict[str, tuple[str, str]]:
     """Every --x/--no-x switch of the option table (and --verbose), dashed: its on and off flags (off: None
     for --verbose, which is a flag, not a switch)."""
-    from ..options import OPTIONS  # light: no torch
+    from ..job.options import OPTIONS  # light: no torch
 
     found: dict[str, tuple[str, str | None]] = {"--verbose": ("--verbose", None)}
     for option in OPTIONS:

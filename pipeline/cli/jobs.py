@@ -14,9 +14,10 @@ from pathlib import Path
 
 import click
 
-from .. import errors, jobfile
-from ..errors import PodscribeError
-from ..export import FORMATS
+from ..facts import errors
+from ..facts.errors import PodscribeError
+from ..outputs.export import FORMATS
+from . import jobfile
 from .flags import SectionedCommand, job_flags
 from .group import main
 from .settings import check, job_options, merge_settings, whisper_job_name
@@ -91,7 +92,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         )
     options = job_options(out_dir, settings, flags)
     if flags.get("dry_run"):
-        from ..dryrun import plan
+        from ..job.dryrun import plan
 
         click.echo(plan(inputs, options, _workers(settings)))
         return
@@ -99,9 +100,8 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
     stopper = Stopper()
     previous = stopper.install()
     try:
-        from .. import engines
-        from ..runner import Interrupted
-        from ..runtime import quiet_libraries
+        from ..facts.runtime import quiet_libraries
+        from ..job import Interrupted, engines
 
         quiet_libraries()
         if settings["engine"] == "ray":
@@ -122,7 +122,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
             signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    from ..dryrun import rate_key, record_run
+    from ..job.dryrun import rate_key, record_run
 
     record_run(rate_key(options, _workers(settings)), summary.decoded, options.cache_dir)  # for --dry-run
     _report(summary)

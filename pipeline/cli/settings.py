@@ -12,14 +12,14 @@ from pathlib import Path
 
 import click
 
-from ..audio import CutOptions
-from ..cues import CueRules
+from ..audio.media import CutOptions
 from ..decode.options import DecodeOptions
 from ..diarize.options import DiarizeOptions, decoded_without_words
-from ..export import ALL_FORMATS, FORMATS
-from ..languages import language_code
+from ..facts.languages import language_code
+from ..job.options import ADDED, OPTIONS, default, owned
 from ..models.registry import ModelUnavailable, check_name
-from ..options import ADDED, OPTIONS, default, owned
+from ..outputs.cues import CueRules
+from ..outputs.export import ALL_FORMATS, FORMATS
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 # Every job-file key a flag also sets, with its default (the owner dataclass field's: one source for each).
@@ -106,8 +106,8 @@ _MISSING = object()
 def recorded_config(out_dir: Path) -> dict | None:
     """job.json's configuration in ``out_dir`` (None: none, or damaged: the runner judges it, and adopts
     nothing from it)."""
-    from ..errors import DamagedState
-    from ..manifest import JobDir
+    from ..facts.errors import DamagedState
+    from ..storage.manifest import JobDir
 
     try:
         record = JobDir(out_dir).read_job()
@@ -118,8 +118,8 @@ def recorded_config(out_dir: Path) -> dict | None:
 
 def cue_rules(settings: dict) -> CueRules:
     """The cue rules, checked (``export`` takes them without a job's other settings)."""
-    from ..speaker_names import ShapeError, parse
-    from ..validate import problems
+    from ..outputs.speaker_names import ShapeError, parse
+    from .validate import problems
 
     out_of_range = problems(settings)
     if out_of_range:
@@ -134,7 +134,7 @@ def cue_rules(settings: dict) -> CueRules:
 
 def check(out_dir: Path, settings: dict) -> None:
     """Every argument checked before anything loads or is created: a bad one is exit 2 at once."""
-    from ..validate import problems
+    from .validate import problems
 
     out_of_range = problems(settings)  # ranges and choices, command line and job file alike
     if out_of_range:
@@ -205,9 +205,9 @@ def whisper_job_name(settings: dict, resolved: bool = True) -> str:
     with contextlib.suppress(ValueError):  # an unknown one is refused with the other arguments
         deciding["language"] = language_code(deciding["language"])
     if resolved:
+        from ..facts.runtime import pick_runtime
         from ..models.load import default_names  # torch: a job is about to start
         from ..models.registry import hub_id
-        from ..runtime import pick_runtime
 
         runtime = pick_runtime(settings["device"], settings["compute_type"])
         deciding["model"] = hub_id(str(settings["model"] or default_names(runtime)[0]))

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from .. import errors
 from ..distill.command import distill_command
-from ..errors import PodscribeError
-from ..export import ALL_FORMATS
+from ..facts import errors
+from ..facts.errors import PodscribeError
 from ..models.registry import ModelUnavailable, list_drafts, list_offline, resolve
+from ..outputs.export import ALL_FORMATS
 from .flags import cue_flags
 from .group import main, verbose_option
 from .jobs import report_kept
@@ -26,8 +26,8 @@ from .settings import cue_rules, output_formats
 @verbose_option
 def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
     """Done / failed / pending counts, audio hours done and left, throughput, ETA, failed files."""
-    from ..job_report import file_report, is_job, jobs_below, render_files, status_json
-    from ..status import job_status
+    from .job_report import file_report, is_job, jobs_below, render_files, status_json
+    from .status import job_status
 
     if not is_job(job_dir):
         below = jobs_below(job_dir)
@@ -73,7 +73,7 @@ def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
 @verbose_option
 def export_cmd(job_dir, formats, out_dir, **cue) -> None:
     """Write one subtitle/text file per transcribed input (named after it) from a job's manifests."""
-    from ..export import export_job
+    from ..outputs.export import export_job
 
     rules = cue_rules(cue)
     if cue.get("speaker_names") is None:  # the names the job was run with (a job file's, per show too)
@@ -110,9 +110,9 @@ def recorded_speaker_names(job_dir: Path, rules):
     job file's list and table per show); as they are where it recorded none."""
     from dataclasses import replace
 
-    from ..errors import DamagedState
-    from ..manifest import JobDir
-    from ..speaker_names import recorded
+    from ..facts.errors import DamagedState
+    from ..outputs.speaker_names import recorded
+    from ..storage.manifest import JobDir
 
     try:
         names = recorded(JobDir(job_dir).read_job() or {})

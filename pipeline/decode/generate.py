@@ -31,10 +31,10 @@ import torch
 import torch.nn.functional as F
 from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
 
+from ..facts.records import DecodeStats
+from ..facts.runtime import return_freed_memory
+from ..facts.whisper import ENCODER_STRIDE, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
 from ..models.load import Models
-from ..records import DecodeStats
-from ..runtime import return_freed_memory
-from ..whisper import ENCODER_STRIDE, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
 from .kv_cache import CrossKV, KVCacheDecoder
 from .rules import WhisperRules
 from .speculative import DraftPolicy, greedy

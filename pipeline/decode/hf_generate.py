@@ -19,7 +19,7 @@ import torch
 
 from ..backend.hf_internals.cache import beams_share_one_source
 from ..backend.hf_internals.encoder import reuse_encoder
-from ..whisper import Tokens
+from ..facts.whisper import Tokens
 
 
 class CallCounter:

@@ -117,7 +117,7 @@ class KVCacheDecoder:
         ]
         self.final_norm = _norm(decoder.layer_norm)
         self.project = fast_linear(self.proj_out)
-        # a distilled draft with a reduced vocabulary (distill/model.py): its logits go back to the full width
+        # a distilled draft with a reduced vocabulary (models/draft.py): its logits go back to the full width
         self.vocab_ids = getattr(model, "draft_vocab_ids", None)
         self.vocab_size = model.config.vocab_size
         self.cross_dtype = self.dtype
@@ -321,6 +321,6 @@ def _norm(module: torch.nn.LayerNorm):
 
 def _cpu_bf16() -> bool:
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())  # noqa: SLF001 (torch has no public probe)
     except (AttributeError, RuntimeError):
         return False

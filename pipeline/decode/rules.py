@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..whisper import Tokens
+from ..facts.whisper import Tokens
 
 NEG_INF = float("-inf")
 

@@ -12,7 +12,7 @@ import zlib
 
 import torch
 
-from ..records import PieceResult
+from ..facts.records import PieceResult
 from .forced import forced_hidden, padded, row_logits
 from .generate import Generated
 from .options import DecodeOptions

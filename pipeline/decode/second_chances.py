@@ -4,7 +4,7 @@
 them with the stage's models, through its ``Transcriber`` (``t``): a failing piece is decoded again by
 transformers' generate with the main model alone (beam search, then seeded sampling), one piece at a time, so
 the result depends neither on the batch nor on an assistant; uncovered voice goes back through the stage
-itself (``t._decode``) as short clips. Both can take minutes: a stop asked for meanwhile abandons the batch
+itself (``t.decode``) as short clips. Both can take minutes: a stop asked for meanwhile abandons the batch
 (``Abandoned``), which is decoded again on resume with the same seeded result.
 """
 
@@ -16,10 +16,10 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .. import segments as cleanup
-from ..audio import SAMPLE_RATE
-from ..records import DecodeStats, PieceResult, Redecode
+from ..audio.media import SAMPLE_RATE
+from ..facts.records import DecodeStats, PieceResult, Redecode
 from . import recover, score
+from . import segments as cleanup
 from .generate import Generated
 
 
@@ -76,7 +76,7 @@ def _ladder(t, i, r, best, why, ladder, features, encoded, languages, generated,
     for label, beams, temperature in ladder:
         retry = again(t, features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
         trial = PieceResult()
-        t._score(encoded[i : i + 1], languages[i : i + 1], [retry], [trial])
+        t.score(encoded[i : i + 1], languages[i : i + 1], [retry], [trial])
         candidate = recover.Candidate(trial.avg_logprob, score.compression_ratio(t.models.tokenizer, retry.tokens))
         keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
         r.redecodes.append(
@@ -99,7 +99,7 @@ def _ladder(t, i, r, best, why, ladder, features, encoded, languages, generated,
 def fallback_tokens(t, language: str | None) -> int:
     """openai-whisper's sample length, less what a long prompt takes: transformers refuses a prompt plus new
     tokens past the model's positions (a 224-token prompt left 223)."""
-    return min(recover.MAX_NEW_TOKENS, t.plain.max_positions - len(t._prompt(language)))
+    return min(recover.MAX_NEW_TOKENS, t.plain.max_positions - len(t.prompt(language)))
 
 
 def again(t, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
@@ -149,10 +149,10 @@ def cover(t, audio: list[np.ndarray], results: list[PieceResult]) -> None:
         if not jobs:
             return
         clips = [audio[i][int(lo * SAMPLE_RATE) : int(hi * SAMPLE_RATE)] for i, _, (lo, hi) in jobs]
-        found, active = t._gate(clips)
+        found, active = t.gate(clips)
         for at in range(0, len(active), o.batch_size):
             rows = active[at : at + o.batch_size]
-            t._decode([clips[k] for k in rows], [found[k] for k in rows], [results[jobs[k][0]].language for k in rows])
+            t.decode([clips[k] for k in rows], [found[k] for k in rows], [results[jobs[k][0]].language for k in rows])
         progress = False
         for (i, gap, (lo, hi)), sub in zip(jobs, found):
             r = results[i]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..records import DecodeStats
+from ..facts.records import DecodeStats
 from .kv_cache import KVCacheDecoder
 from .rules import RuleState, WhisperRules
 

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from ..backend.hf_internals.attention import check_attention_layout
-from ..records import Word
-from ..whisper import ENCODER_FRAMES_PER_S
+from ..facts.records import Word
+from ..facts.whisper import ENCODER_FRAMES_PER_S
 from .forced import forced_hidden, padded, row_logits
 
 PREPEND = "\"'“¿([{-"

@@ -40,14 +40,14 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .. import segments as cleanup
-from .. import vad
-from ..audio import SAMPLE_RATE, rms_db
-from ..languages import CODE_OF_NAME
+from ..audio import vad
+from ..audio.media import SAMPLE_RATE, rms_db
+from ..facts.languages import CODE_OF_NAME
+from ..facts.records import PieceResult, RawSegment, Word
+from ..facts.runtime import return_freed_memory
 from ..models.load import Models
-from ..records import PieceResult, RawSegment, Word
-from ..runtime import return_freed_memory
 from . import auto, recover, score, second_chances
+from . import segments as cleanup
 from .forced import first_step_logits
 from .generate import Generated, Generator, encode, log_mel
 from .kv_cache import CrossKV
@@ -105,12 +105,12 @@ class Transcriber:
         """Decode up to ``batch_size`` pieces (each <= 30 s of 16 kHz mono float32); ``language`` overrides
         detection for this batch (a file's locked language); ``voices``: the pieces' VAD, where it was
         computed ahead (``vad.voice`` with this transcriber's threshold), else computed here."""
-        results, active = self._gate(batch, voices)
+        results, active = self.gate(batch, voices)
         size = self.options.batch_size
         for at in range(0, len(active), size):
             rows = active[at : at + size]
             audio, found = [batch[i] for i in rows], [results[i] for i in rows]
-            self._decode(audio, found, [language] * len(rows))
+            self.decode(audio, found, [language] * len(rows))
             if self.options.coverage:
                 second_chances.cover(self, audio, found)
         if not self.options.word_timestamps:  # words computed for the coverage check only
@@ -123,17 +123,17 @@ class Transcriber:
     def detect(self, batch: list[np.ndarray]) -> list[tuple[str | None, float]]:
         """(language, seconds of voice) per piece, without decoding: what ``--language-mode file`` locks on.
         Pieces without a voice give (None, 0)."""
-        results, active = self._gate(batch)
+        results, active = self.gate(batch)
         out: list[tuple[str | None, float]] = [(None, 0.0)] * len(batch)
         if active:
             encoded = self._encode([batch[i] for i in active])
-            _, languages = self._probe(encoded)
+            _, languages = self.probe(encoded)
             for i, lang in zip(active, languages):
                 voice = results[i].speech
                 out[i] = (lang, sum(hi - lo for lo, hi in voice) if voice is not None else len(batch[i]) / SAMPLE_RATE)
         return out
 
-    def _gate(
+    def gate(
         self, batch: list[np.ndarray], voices: list[vad.Voice | None] | None = None
     ) -> tuple[list[PieceResult], list[int]]:
         """Which pieces to decode: not silent (energy), with a voice (VAD)."""
@@ -159,21 +159,21 @@ class Transcriber:
     # -- steps ------------------------------------------------------------------
 
     @torch.inference_mode()
-    def _decode(self, audio: list[np.ndarray], results: list[PieceResult], languages: list[str | None]) -> None:
+    def decode(self, audio: list[np.ndarray], results: list[PieceResult], languages: list[str | None]) -> None:
         # The heap's free pages go back after each step (``return_freed_memory``): the steps allocate tensors of
         # different sizes, and glibc would keep each step's freed pages, so the steps' peaks would stack.
         # The main model's cross-attention keys/values are projected once here and read by the probe, the
         # decoding loop and the scoring pass: each projected its own before.
-        features = self._features(audio)
+        features = self.features(audio)
         encoded = encode(self.models.main, features)
         return_freed_memory()  # before the projection: its keys would stack on the encoder's freed pages
         cross = CrossKV.project(self.models.main, encoded)
-        no_speech, languages = self._probe(encoded, languages, cross)
+        no_speech, languages = self.probe(encoded, languages, cross)
         for r, p, lang in zip(results, no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
-        generated = self._generate(features, encoded, languages, audio, results, cross)
+        generated = self.generate(features, encoded, languages, audio, results, cross)
         return_freed_memory()
-        self._score(encoded, languages, generated, results, cross)
+        self.score(encoded, languages, generated, results, cross)
         del cross  # before the fallback: its beam search beside the batch's keys set the hour's peak
         return_freed_memory()
         for r, g in zip(results, generated):
@@ -224,17 +224,17 @@ class Transcriber:
             out[i] = row_words
         return out
 
-    def _prompt(self, language: str | None) -> list[int]:
+    def prompt(self, language: str | None) -> list[int]:
         return self.plain.prompt(language, self.options.task, self.context)
 
-    def _features(self, audio: list[np.ndarray]) -> torch.Tensor:
+    def features(self, audio: list[np.ndarray]) -> torch.Tensor:
         runtime = self.models.runtime
         return log_mel(self.models.processor.feature_extractor, audio, runtime.device, runtime.dtype)
 
     def _encode(self, audio: list[np.ndarray]) -> torch.Tensor:
-        return encode(self.models.main, self._features(audio))
+        return encode(self.models.main, self.features(audio))
 
-    def _probe(
+    def probe(
         self, encoded: torch.Tensor, languages: list[str | None] | None = None, cross: CrossKV | None = None
     ) -> tuple[list[float], list[str | None]]:
         """One decoder step on <|startoftranscript|>: no-speech probability and, for rows without a
@@ -260,9 +260,9 @@ class Transcriber:
             _language_code(lang, self.tokens.language_ids) if lang else d for lang, d in zip(wanted, detected)
         ]
 
-    def _generate(self, features, encoded, languages, audio, results, cross: CrossKV) -> list[Generated]:
+    def generate(self, features, encoded, languages, audio, results, cross: CrossKV) -> list[Generated]:
         """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
-        prompts = [self._prompt(lang) for lang in languages]
+        prompts = [self.prompt(lang) for lang in languages]
         draft_features = self.speculative.draft_features(audio) if self.speculative is not None else None
         if self.choice is None:
             self.choice = auto.calibrate(
@@ -297,9 +297,9 @@ class Transcriber:
         """How pieces are decoded (for the manifest): plain or speculative, batch size, auto's measurements."""
         return self.choice.describe() if self.choice is not None else "auto (not calibrated yet)"
 
-    def _score(self, encoded, languages, generated: list[Generated], results, cross: CrossKV | None = None) -> None:
+    def score(self, encoded, languages, generated: list[Generated], results, cross: CrossKV | None = None) -> None:
         """Each row's average log-probability under Whisper's rules (``score.avg_logprobs``)."""
-        prompts = [self._prompt(lang) for lang in languages]
+        prompts = [self.prompt(lang) for lang in languages]
         score.avg_logprobs(
             self.models.main, self.plain.rules, self.tokens.eot, encoded, prompts, generated, results, cross
         )

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import audio
-from ..records import Turn
-from ..rows import SegmentRow
-from ..whisper import SAMPLE_RATE
+from ..audio import media
+from ..facts.records import Turn
+from ..facts.rows import SegmentRow
+from ..facts.whisper import SAMPLE_RATE
 from . import cluster, short, turns
 from .options import DiarizeOptions
 
@@ -28,7 +28,7 @@ RELIABLE_S = 0.5  # shorter windows (a lone "Yes.") are labelled by the voices t
 
 def options_hash(options: DiarizeOptions) -> str:
     """What a files row's ``speaker_config`` holds: labels made otherwise are made again."""
-    from ..manifest import JobDir
+    from ..storage.manifest import JobDir
 
     return JobDir.config_hash(asdict(options))
 
@@ -75,9 +75,9 @@ class Diarizer:
         if self.options.backend == "pyannote":
             return self._pyannote.turns(path)
         o = self.options
-        parts = short.stretches(rows, short.pauses(audio.stream(path, duration_s)))
+        parts = short.stretches(rows, short.pauses(media.stream(path, duration_s)))
         regions = [(p.lo_s, p.hi_s) for p in parts]
-        spans, embeddings = self.embed(Stream(audio.stream(path, duration_s)), regions)
+        spans, embeddings = self.embed(Stream(media.stream(path, duration_s)), regions)
         if not spans:
             return []
         lengths = np.array([hi - lo for lo, hi in spans])

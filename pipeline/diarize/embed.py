@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..whisper import SAMPLE_RATE
+from ..facts.whisper import SAMPLE_RATE
 
 N_FFT = 400  # 25 ms
 HOP = 160  # 10 ms

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import UsageProblem
-from ..records import Turn
-from ..whisper import SAMPLE_RATE
+from ..facts.errors import UsageProblem
+from ..facts.records import Turn
+from ..facts.whisper import SAMPLE_RATE
 from .options import DiarizeOptions
 from .turns import label
 
@@ -51,7 +51,7 @@ class PyannoteBackend:
     def turns(self, path: Path) -> list[Turn]:
         import torch
 
-        from .. import audio
+        from ..audio import media
 
         o = self.options
         limits = (
@@ -59,7 +59,7 @@ class PyannoteBackend:
             if o.num_speakers
             else {"min_speakers": o.min_speakers, "max_speakers": o.max_speakers}
         )
-        waveform = torch.from_numpy(audio.decode(path))[None]
+        waveform = torch.from_numpy(media.decode(path))[None]
         result = self.pipeline({"waveform": waveform, "sample_rate": SAMPLE_RATE}, **limits)
         annotation = getattr(result, "speaker_diarization", result)
         names: dict[str, str] = {}

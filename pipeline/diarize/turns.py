@@ -8,8 +8,8 @@ at its span; a segment whose words change speaker is split there (its text is it
 
 from __future__ import annotations
 
-from ..records import Turn
-from ..rows import SegmentRow, WordRow
+from ..facts.records import Turn
+from ..facts.rows import SegmentRow, WordRow
 
 MERGE_GAP_S = 0.5  # words closer than this form one stretch of speech
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import EXIT_USAGE, PodscribeError
+from ..facts.errors import EXIT_USAGE, PodscribeError
 from .options import DistillOptions
 
 
@@ -63,7 +63,7 @@ def distill_command(sources, out_dir, vocab, checkpoint_every, **flags) -> None:
     except ValueError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    from ..runtime import quiet_libraries
+    from ..facts.runtime import quiet_libraries
     from .train import distill, report
 
     quiet_libraries()  # transformers' weight-loading bars and notices, as a transcription has none

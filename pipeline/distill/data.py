@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..audio import AudioError
-from ..errors import UsageProblem
+from ..audio.media import AudioError
+from ..facts.errors import UsageProblem
 
 log = logging.getLogger("podscribe")
 LABEL_BATCH = 4
@@ -82,7 +82,7 @@ def _is_dataset_dir(path: Path) -> bool:
 def inspect_sources(sources: list[str], main_sha256: str) -> list[Unit]:
     """The files to label, checked before anything is loaded or written: each SOURCE exists and is a finished
     job dir made with this main model, audio, or a dataset dir. DistillInputError otherwise."""
-    from ..job.inputs import AUDIO_EXTENSIONS
+    from ..audio.media import AUDIO_EXTENSIONS
 
     units: list[Unit] = []
     if not sources:
@@ -112,7 +112,7 @@ def _audio_unit(path: Path) -> Unit:
 def _job_units(path: Path, main_sha256: str) -> list[Unit]:
     import pyarrow.dataset as ds
 
-    from ..manifest import JobDir
+    from ..storage.manifest import JobDir
 
     job = JobDir(path)
     record = job.read_job()
@@ -151,9 +151,9 @@ def _job_units(path: Path, main_sha256: str) -> list[Unit]:
 
 def _job_pieces(path: Path, rows: list[dict]):
     def pieces():
-        from .. import audio
+        from ..audio import media
 
-        samples = audio.decode(path)
+        samples = media.decode(path)
         for p in rows:
             yield p["piece"], samples[p["start_sample"] : p["end_sample"]], p["language"]
 
@@ -181,9 +181,9 @@ def _dataset_units(path: Path) -> list[Unit]:
 
 def _file_pieces(path: Path):
     def pieces():
-        from .. import audio
+        from ..audio import media
 
-        for p in audio.pieces(path):
+        for p in media.pieces(path):
             yield p.index, p.samples, None
 
     return pieces
@@ -191,7 +191,7 @@ def _file_pieces(path: Path):
 
 def _dataset_pieces(data, column: str, row: int):
     def pieces():
-        from .. import audio
+        from ..audio import media
 
         item = data[row][column]
         src = item.get("path")
@@ -199,9 +199,9 @@ def _dataset_pieces(data, column: str, row: int):
             with tempfile.NamedTemporaryFile(suffix=Path(src or "x.wav").suffix or ".wav") as f:
                 f.write(item["bytes"])
                 f.flush()
-                yield from ((p.index, p.samples, None) for p in audio.pieces(Path(f.name)))
+                yield from ((p.index, p.samples, None) for p in media.pieces(Path(f.name)))
         else:
-            yield from ((p.index, p.samples, None) for p in audio.pieces(Path(src)))
+            yield from ((p.index, p.samples, None) for p in media.pieces(Path(src)))
 
     return pieces
 
@@ -302,14 +302,14 @@ class _Labeller:
             return []
         t = self.transcriber
         samples = [np.asarray(s, dtype=np.float32) for _, s, _ in pieces]
-        results, active = t._gate(samples)  # the transcription gate: energy, then the VAD's voice
+        results, active = t.gate(samples)  # the transcription gate: energy, then the VAD's voice
         if not active:
             return []
         audio = [samples[i] for i in active]
-        features = t._features(audio)
+        features = t.features(audio)
         encoded = encode(self.models.main, features)
-        _, languages = t._probe(encoded, [pieces[i][2] for i in active])
-        prompts = [t._prompt(lang) for lang in languages]
+        _, languages = t.probe(encoded, [pieces[i][2] for i in active])
+        prompts = [t.prompt(lang) for lang in languages]
         # the first pass only, as the loop decodes it (what a draft drafts for most): its tokens, and end-of-text
         # when it ended on one; a later pass (the seek rule) would decode a shifted window of other features
         plain = t.plain

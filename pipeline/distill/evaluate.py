@@ -13,7 +13,7 @@ import torch
 from ..decode.kv_cache import KVCacheDecoder
 from ..decode.rules import WhisperRules
 from ..decode.speculative import DraftPolicy, greedy
-from .model import DRAFT_KEY, apply_draft_vocab
+from ..models.draft import DRAFT_KEY, apply_draft_vocab
 
 
 @dataclass

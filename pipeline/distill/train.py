@@ -25,10 +25,10 @@ from pathlib import Path
 
 import torch
 
+from ..models.draft import layer_choice, make_draft, project, reduced_vocab, save_draft
 from . import data
 from .data import DistillInputError, Example
 from .evaluate import Evaluation, evaluate, inference_copy
-from .model import layer_choice, make_draft, project, reduced_vocab, save_draft
 from .options import DistillOptions
 
 TRAINING = "training"  # the run's own folder inside --out: labels cache, checkpoint
@@ -84,8 +84,8 @@ def _load(main_ref, options: DistillOptions):
     from transformers import WhisperForConditionalGeneration
 
     from ..backend.quantize import quantize
+    from ..facts.runtime import pick_runtime
     from ..models.load import Models, _from_pretrained, _processor
-    from ..runtime import pick_runtime
 
     runtime = pick_runtime(options.device, options.compute_type)
     float_runtime = pick_runtime(options.device, "float32")

@@ -1,4 +1,4 @@
-"""One worker of a job, by concern: what the runner (``pipeline.runner``) composes.
+"""One worker of a job, by concern: what ``run`` composes.
 
 - ``inputs``: the files, folders and globs a command names, as input paths;
 - ``state``: what each input is (its content), and the one rule for what is done, failed, pending or to relabel;
@@ -6,7 +6,10 @@
 - ``schedule``: which file next: claims, longest first, suspects last, one-piece files in one batch, lookahead;
 - ``stream``: a file's pieces read in the background; ``onefile``: one file decoded, checkpointed, its row written;
 - ``finish``: a file's outputs and speaker labels, a poisoned file's failed row, the job's outputs at the end;
-- ``summary``: what a run did; ``trace``: the test hooks; ``run``: a worker's run, composed of the above.
+- ``summary``: what a run did; ``trace``: the test hooks; ``run``: a worker's run, composed of the above;
+- ``isolate``: a suspect file decoded alone in a child the worker watches; ``progress``: the bars and the Board;
+- ``options``: every option once (the CLI's flags, the job file's keys, ``config``'s speed-only and added keys);
+- ``engines``: how a job's workers start (processes, accelerate, Ray); ``dryrun``: ``--dry-run``'s plan.
 
 Nothing here imports torch when imported: the models are loaded by ``config.job_models`` when a job starts.
 """

@@ -19,15 +19,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import options as option_table
-from .. import workers
-from ..audio import CutOptions
-from ..cues import CueRules
+from ..audio.media import CutOptions
 from ..decode import DecodeOptions
 from ..diarize.options import DiarizeOptions
-from ..errors import ConfigChanged, DamagedState, UsageProblem
-from ..manifest import JobDir
-from ..runtime import pick_runtime, recorded_compute_type
+from ..facts.errors import ConfigChanged, DamagedState, UsageProblem
+from ..facts.runtime import pick_runtime, recorded_compute_type
+from ..outputs.cues import CueRules
+from ..storage import workers
+from ..storage.manifest import JobDir
+from . import options as option_table
 
 if TYPE_CHECKING:
     from ..diarize.diarizer import Diarizer

@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from .. import audio, isolate, outputs, progress, tables, workers
-from ..audio import AudioError
-from ..errors import DamagedState
-from ..export import write_outputs
-from ..manifest import JobDir
-from ..rows import SegmentRow
+from ..audio import media
+from ..audio.media import AudioError
+from ..facts.errors import DamagedState
+from ..facts.rows import SegmentRow
+from ..outputs import ownership
+from ..outputs.export import export_recorded, write_outputs
+from ..storage import tables, workers
+from ..storage.manifest import JobDir
+from . import isolate, progress
 from .config import JobOptions
 from .onefile import FileContext, Predecoded, base_row, now, run_one, with_labels
 from .state import ContentChanged, Task, check_unchanged, needs_labels, quarantine_damaged
@@ -47,7 +50,7 @@ class FileWork:
     summary: JobSummary
     seen: dict[str, str | None]  # per file, the finished_at of its row as planned
     diarizer: Diarizer | None = None
-    names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs.output_names)
+    names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (ownership.output_names)
     only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
 
     def write_outputs(self, row: dict, segments: list[SegmentRow]) -> None:
@@ -92,7 +95,7 @@ class FileWork:
         self,
         task: Task,
         row: dict | None,
-        probed: audio.AudioInfo | AudioError | None,
+        probed: media.AudioInfo | AudioError | None,
         duration_s: float,
         ready: Predecoded | None = None,
         stream: Stream | None = None,
@@ -186,7 +189,7 @@ def poisoned(ctx: FileContext, deaths: int, died: isolate.Died, summary: JobSumm
 
 
 def export_at_end(job: JobDir, options: JobOptions, named: list[str], only: set[str] | None, summary: JobSummary):
-    """Every output the job's workers agreed on (outputs.py), once no worker is left at work: files done in earlier
+    """Every output the job's workers agreed on (outputs/ownership.py), once no worker is left at work: files done in earlier
     runs and by other workers too; what is already written stays as it is."""
     recorded = None  # a joiner may have added to it
     with contextlib.suppress(DamagedState):
@@ -197,8 +200,8 @@ def export_at_end(job: JobDir, options: JobOptions, named: list[str], only: set[
         summary.subtitles_left = True
         return
     problems: list[str] = []
-    summary.wrote(outputs.export_recorded(job.root, recorded, problems, only=only, named=named))
-    summary.warnings += [(str(outputs.folder(job.root, recorded)), problem) for problem in problems]
+    summary.wrote(export_recorded(job.root, recorded, problems, only=only, named=named))
+    summary.warnings += [(str(ownership.folder(job.root, recorded)), problem) for problem in problems]
 
 
 def update_site(job: JobDir, options: JobOptions, summary: JobSummary) -> None:
@@ -208,7 +211,7 @@ def update_site(job: JobDir, options: JobOptions, summary: JobSummary) -> None:
     if not options.site:
         return
     from ..browse.site import SiteOptions, build_site
-    from ..errors import PodscribeError
+    from ..facts.errors import PodscribeError
 
     try:
         result = build_site([job.root], SiteOptions(Path(options.site), add_jobs=True))

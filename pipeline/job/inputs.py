@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..audio import AUDIO_EXTENSIONS
+from ..audio.media import AUDIO_EXTENSIONS
 
 
 @dataclass

@@ -18,14 +18,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import audio, progress, tables, workers
-from ..audio import AudioError, CutOptions
-from ..manifest import JobDir
-from ..records import PieceResult
-from ..rows import PieceRow, SegmentRow
-from ..runtime import return_freed_memory
-from ..stitch import stitch
-from . import Interrupted
+from ..audio import media
+from ..audio.media import AudioError, CutOptions
+from ..decode import review
+from ..decode.stitch import stitch
+from ..facts.records import PieceResult
+from ..facts.rows import PieceRow, SegmentRow
+from ..facts.runtime import return_freed_memory
+from ..storage import tables, workers
+from ..storage.manifest import JobDir
+from . import Interrupted, progress
 from .state import check_unchanged
 from .stream import Stream, read, with_last
 from .trace import crash_test, trace
@@ -47,7 +49,7 @@ def now() -> str:
 class Predecoded:
     """A one-piece file decoded in a batch with other files: its piece, result, cutting warnings, share of time."""
 
-    pieces: list[tuple[audio.Piece, PieceResult]]
+    pieces: list[tuple[media.Piece, PieceResult]]
     warnings: list[str]
     wall_s: float
 
@@ -61,7 +63,7 @@ class FileContext:
     cut: CutOptions
     job: JobDir
     stop: threading.Event
-    probed: audio.AudioInfo | AudioError
+    probed: media.AudioInfo | AudioError
     bar: progress.AudioBar | None = None
     checkpoint: bool = True
     config_hash: str | None = None
@@ -78,7 +80,7 @@ class FileContext:
         return self.task.refs[0].path
 
 
-def decoded_pieces(ctx: FileContext, info: audio.AudioInfo, warnings: list[str]):
+def decoded_pieces(ctx: FileContext, info: media.AudioInfo, warnings: list[str]):
     """Every piece of the file with its result, in order: persisted ones are reused, the others decoded in
     batches of ``batch_size`` and persisted. The last batch of a file is not checkpointed: the file is
     consolidated right after it."""
@@ -183,11 +185,11 @@ def transcribe_file(ctx: FileContext) -> tuple[dict, list[SegmentRow], list[Piec
     done = list(decoded_pieces(ctx, info, warnings))
     if not done:
         raise AudioError("file decodes to no audio samples")
-    duration = done[-1][0].end_sample / audio.SAMPLE_RATE
+    duration = done[-1][0].end_sample / media.SAMPLE_RATE
     segments = stitch([p for p, _ in done], [r for _, r in done], duration)
-    language = tables.file_language(done)
+    language = review.file_language(done)
     by_piece = {p.index: r for p, r in done}
-    flags = {s.index: tables.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
+    flags = {s.index: review.segment_flags(by_piece[s.piece], language, ctx.transcriber.options) for s in segments}
     outcome = tables.file_done(duration, done, segments, warnings, language, flags, info.tags)
     rows = tables.segment_rows(ctx.file_id, ctx.path, segments, by_piece, flags)
     if ctx.diarizer is not None:

@@ -15,12 +15,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import outputs, progress, workers
-from ..errors import DamagedState
-from ..export import check_writable
-from ..manifest import JobDir, row_paths
-from ..outputs import output_names
-from . import state
+from ..facts.errors import DamagedState
+from ..outputs import ownership
+from ..outputs.export import check_writable
+from ..outputs.ownership import output_names
+from ..storage import workers
+from ..storage.manifest import JobDir, row_paths
+from . import progress, state
 from .config import JobOptions, check_config, job_config, job_models, load_diarizer, output_hash, set_threads
 from .finish import export_at_end, update_site
 from .inputs import InputRef, expand_inputs
@@ -92,6 +93,7 @@ def run(
                 names=names,
                 only=only,
                 planning=planning,
+                alone_worker=alone_worker,
             )
             worker.decode_all(todo)
         finally:
@@ -140,13 +142,15 @@ def prepare(
     rows = state.readable_rows(job)
     check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
-    wanted = outputs.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
+    wanted = (
+        ownership.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
+    )
     earlier = {}
     with contextlib.suppress(DamagedState):
         earlier = job.read_job() or {}
     if others:
         inputs = list(dict.fromkeys([*earlier.get("inputs", []), *inputs]))
-        wanted = outputs.join(earlier.get("outputs"), wanted, job.root)
+        wanted = ownership.join(earlier.get("outputs"), wanted, job.root)
     job.write_job(config, inputs, wanted, speaker_names(options) or earlier.get("speaker_names"))
     todo = state.plan(refs, job, rows, options, summary, planning)
     names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])

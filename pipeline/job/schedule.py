@@ -11,14 +11,16 @@ import logging
 import os
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import audio, isolate, probes, progress, workers
-from ..audio import AudioError
-from ..runtime import return_freed_memory
-from . import Interrupted
+from ..audio import media
+from ..audio.media import AudioError
+from ..facts.runtime import return_freed_memory
+from ..storage import probes, workers
+from . import Interrupted, isolate, progress
 from .finish import FileWork
 from .onefile import LanguageLock, Predecoded
 from .state import ContentChanged, Task
@@ -34,6 +36,7 @@ class Worker(FileWork):
 
     alone: bool = False  # a child process decoding suspect files alone for its worker (isolate.py)
     watched: isolate.Watched | None = None  # that child, seen from its worker
+    alone_worker: Callable | None = None  # builds the worker inside that child (run.alone_worker)
     planning: workers.Planning | None = None  # planning said (run.py): ended once every file is probed
     changed: list[Task] = field(default_factory=list)  # files whose content changed: their new content, to decode
 
@@ -46,7 +49,7 @@ class Worker(FileWork):
         if self.planning is not None:
             self.planning.__exit__()
         durations = {
-            k: info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0 for k, info in probed.items()
+            k: info.duration_s or 0.0 if isinstance(info, media.AudioInfo) else 0.0 for k, info in probed.items()
         }
         suspects = {t.file_id for t in todo if workers.suspect(job.root, t.file_id)}
         pending = sorted(todo, key=lambda task: (task.file_id in suspects, -durations[task.file_id]))
@@ -154,7 +157,7 @@ class Worker(FileWork):
             probed.update(probe_all(found, self.job.root))
             for task in found:
                 info = probed[task.file_id]
-                durations[task.file_id] = info.duration_s or 0.0 if isinstance(info, audio.AudioInfo) else 0.0
+                durations[task.file_id] = info.duration_s or 0.0 if isinstance(info, media.AudioInfo) else 0.0
         return found
 
     def _group(self, pending: list[Task], at: int, probed: dict) -> list[Task]:
@@ -173,7 +176,7 @@ class Worker(FileWork):
         info = probed[task.file_id]
         return (
             not task.relabel
-            and isinstance(info, audio.AudioInfo)
+            and isinstance(info, media.AudioInfo)
             and 0 < (info.duration_s or 0.0) <= self.options.cut.max_s
         )
 
@@ -259,7 +262,7 @@ class Worker(FileWork):
         self,
         task: Task,
         held: workers.Claim,
-        probed: audio.AudioInfo | AudioError | None,
+        probed: media.AudioInfo | AudioError | None,
         duration_s: float,
         ready: Predecoded | None = None,
         stream: Stream | None = None,
@@ -291,7 +294,7 @@ class Worker(FileWork):
         """A suspect file, decoded in the child that serves this worker until it is done, or until the child
         died ``max_attempts`` times in a row at the same place while this worker lived: then it fails."""
         if self.watched is None:
-            self.watched = isolate.Watched(self.options, self.config_hash, self.stop)
+            self.watched = isolate.Watched(self.options, self.config_hash, self.stop, self.alone_worker)
         while True:
             try:
                 outcome = self.watched.decode(task, probed, duration_s, self.seen.get(task.file_id))
@@ -326,7 +329,7 @@ class Worker(FileWork):
 
 def probe_all(
     tasks: list[Task], root: Path, planning: workers.Planning | None = None
-) -> dict[str, audio.AudioInfo | AudioError | None]:
+) -> dict[str, media.AudioInfo | AudioError | None]:
     """Every file probed (None for one that only needs labels) before the first is decoded: files go longest
     first. A content probed before (by any run or worker of the job) is not probed again (probes.py). An
     ffprobe run is mostly process start-up, so a few run at once (measured: decision 0021). ``planning``
@@ -343,7 +346,7 @@ def probe_all(
             if planning is not None:
                 planning.step("ffprobe", len(found), len(left))
     for file_id, info in found.items():
-        if isinstance(info, audio.AudioInfo):
+        if isinstance(info, media.AudioInfo):
             cache.put(file_id, info)
     cache.save()
     return {
@@ -351,11 +354,11 @@ def probe_all(
     }
 
 
-def probe(task: Task) -> audio.AudioInfo | AudioError:
+def probe(task: Task) -> media.AudioInfo | AudioError:
     """Probed once per file: for the progress total, then for decoding (an error becomes its failed row)."""
     if task.problem:
         return AudioError(task.problem)
     try:
-        return audio.probe(task.refs[0].path)
+        return media.probe(task.refs[0].path)
     except AudioError as exc:
         return exc

@@ -15,10 +15,10 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .. import workers
-from ..identity import Fingerprints, Identity, content_since, legacy_fingerprint, path_id
-from ..manifest import JobDir, row_paths
-from ..outputs import OutputDir
+from ..outputs.ownership import OutputDir
+from ..storage import workers
+from ..storage.identity import Fingerprints, Identity, content_since, legacy_fingerprint, path_id
+from ..storage.manifest import JobDir, row_paths
 from .config import speaker_config
 from .inputs import InputRef
 

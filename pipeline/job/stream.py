@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import audio, prefetch, vad
-from ..audio import CutOptions
-from ..manifest import JobDir
+from ..audio import media, prefetch, vad
+from ..audio.media import CutOptions
+from ..storage.manifest import JobDir
 from .trace import trace
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def read(
     hear = transcriber.voice if transcriber.options.vad else None
 
     def produced():
-        for piece in audio.pieces(path, cut, duration_s, notes, voice):
+        for piece in media.pieces(path, cut, duration_s, notes, voice):
             known = persisted.get(piece.index)
             if known is not None and (known["start_sample"], known["n_samples"]) == (
                 piece.start_sample,
@@ -75,7 +75,7 @@ class Lookahead:
         of a file's state (``read_partial`` drops a damaged checkpoint), and a resumed file reads little."""
         for task in tasks:
             info = self.probed.get(task.file_id)
-            if task.relabel or not isinstance(info, audio.AudioInfo) or task.file_id in self.streams:
+            if task.relabel or not isinstance(info, media.AudioInfo) or task.file_id in self.streams:
                 continue
             if self.job.persisted_batches(task.file_id) == 0:
                 self.streams[task.file_id] = read(

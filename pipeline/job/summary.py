@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..outputs import Written
+from ..outputs.ownership import Written
 
 
 @dataclass

@@ -18,9 +18,9 @@ from transformers import (
 
 from ..backend.hf_internals.encoder import contiguous_encoder_stream
 from ..backend.quantize import quantize
-from ..distill.model import apply_draft_vocab, check_draft_fits
-from ..runtime import Runtime
-from ..whisper import Tokens
+from ..facts.runtime import Runtime
+from ..facts.whisper import Tokens
+from .draft import apply_draft_vocab, check_draft_fits
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, draft_for, hub_id, resolve
 
 AUTO = "auto"

@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageProblem
+from ..facts.errors import UsageProblem
 from . import ct2
 
 SELF_INT8 = "self-int8"  # the main model's own decoder, int8: an assistant name, not a model

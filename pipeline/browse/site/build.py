@@ -9,7 +9,7 @@ Episode pages and search files are written before the index that links to them. 
 (an OS lock), so the workers of a job can each build it as their files finish. Many episodes to render are
 shared among worker processes, one per core.
 
-Every file of the site is podscribe's output as in ``outputs.py``: a page or download a person changed after
+Every file of the site is podscribe's output as in ``outputs/ownership.py``: a page or download a person changed after
 podscribe wrote it is never replaced (the new version goes beside it as ``NAME.new.EXT``, and the build says
 so), nor removed when its episode leaves the site. An episode's downloads (SRT, VTT, TXT, JSON) are the job's own
 files where the job wrote them, a person's edits included (a TXT corrected by hand beside the job is the one the
@@ -39,11 +39,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from ...atomic import atomic_write_bytes, read_json_dict, try_flock
-from ...errors import DamagedState, StorageError, UsageProblem
-from ...manifest import UNREADABLE, JobDir, is_job, row_paths
-from ...outputs import RECORD, RECORD_DIR, OutputDir, Recorded, has_record, output_names, recorded
-from ...speaker_names import named
+from ...facts.errors import DamagedState, StorageError, UsageProblem
+from ...outputs.ownership import RECORD, RECORD_DIR, OutputDir, Recorded, has_record, output_names, recorded
+from ...outputs.speaker_names import named
+from ...storage.atomic import atomic_write_bytes, read_json_dict, try_flock
+from ...storage.manifest import UNREADABLE, JobDir, is_job, row_paths
 from .. import text as textmod
 from ..archive import (
     SITE_RECORD,
@@ -320,8 +320,8 @@ def render_episode(work: EpisodeWork) -> Rendered:
 
 def made_downloads(e: Episode, segments: list[dict], cue_rules: dict | None) -> dict[str, bytes]:
     """SRT, VTT, TXT and JSON as `podscribe export` writes them, for a job that wrote none."""
-    from ...cues import CueRules, build_cues
-    from ...export import named_speakers, to_json, to_srt, to_txt, to_vtt
+    from ...outputs.cues import CueRules, build_cues
+    from ...outputs.export import named_speakers, to_json, to_srt, to_txt, to_vtt
 
     rules = CueRules()
     with contextlib.suppress(TypeError, ValueError):

@@ -18,7 +18,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .errors import StorageError
+from ..facts.errors import StorageError
 
 __all__ = ["atomic_write_bytes", "atomic_write_many", "read_json_dict", "temp_prefix", "try_flock"]
 

@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import audio
-from .atomic import atomic_write_bytes, read_json_dict
-from .audio import AudioError
-from .models.registry import default_cache_dir
+from ..audio import media
+from ..audio.media import AudioError
+from ..models.registry import default_cache_dir
+from ..storage.atomic import atomic_write_bytes, read_json_dict
 from .progress import clock
 
 RATES = "rates.json"
@@ -155,10 +155,10 @@ class _Job:
 
 
 def _job_state(refs: list, out_dir: Path | None, options) -> _Job:
-    from .errors import DamagedState
-    from .job.state import file_state
-    from .manifest import JobDir
-    from .probes import ProbeCache
+    from ..facts.errors import DamagedState
+    from ..storage.manifest import JobDir
+    from ..storage.probes import ProbeCache
+    from .state import file_state
 
     job = JobDir(out_dir) if out_dir is not None else None
     if job is None or options.restart or not (job.root / "job.json").is_file():
@@ -188,7 +188,7 @@ def _job_state(refs: list, out_dir: Path | None, options) -> _Job:
 
 def plan(inputs: list[str], options, workers: int = 1) -> str:
     """What a run of ``inputs`` with these JobOptions would decode, and the estimate; a text for the terminal."""
-    from .job.inputs import expand_inputs
+    from .inputs import expand_inputs
 
     refs = expand_inputs(inputs)
     out_dir = Path(options.out_dir) if options.out_dir else None
@@ -200,13 +200,13 @@ def plan(inputs: list[str], options, workers: int = 1) -> str:
         if ref.error:
             return AudioError(ref.error)
         try:
-            return audio.probe(ref.path)
+            return media.probe(ref.path)
         except AudioError as exc:
             return exc
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         infos = list(pool.map(probed, job.left))
-    good = [(ref, info) for ref, info in zip(job.left, infos) if isinstance(info, audio.AudioInfo)]
+    good = [(ref, info) for ref, info in zip(job.left, infos) if isinstance(info, media.AudioInfo)]
     bad = [(ref, info) for ref, info in zip(job.left, infos) if isinstance(info, AudioError)]
     total_s = sum(info.duration_s or 0.0 for _, info in good)
     lines = []

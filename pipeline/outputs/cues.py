@@ -43,23 +43,8 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .cue_lines import _cue_groups, _speaker_heads, split_lines
-from .rows import SegmentRow
-
-
-@dataclass(frozen=True)
-class CueRules:
-    max_line_chars: int = 42
-    max_lines: int = 2
-    min_duration_s: float = 5 / 6
-    max_duration_s: float = 7.0
-    max_cps: float = 17.0
-    min_gap_s: float = 2 / 24
-    pause_split_s: float = 1.5
-    max_lead_s: float = 0.3
-    speakers: bool = True  # a diarized job's labels in the files (cues never span a speaker change either way)
-    speaker_names: tuple[str, ...] = ()  # names for Speaker 1, 2, ... (numbered by first appearance)
-    show_speaker_names: tuple = ()  # (folder or glob, names) per show, first match wins (speaker_names.py)
+from ..facts.rows import SegmentRow
+from .cue_lines import CueRules, TimedWord, _cue_groups, _speaker_heads, split_lines
 
 
 @dataclass
@@ -74,13 +59,6 @@ class Cue:
     @property
     def text(self) -> str:
         return " ".join(self.lines)
-
-
-@dataclass
-class TimedWord:
-    text: str  # stripped
-    start_s: float
-    end_s: float
 
 
 # -- laying words out ---------------------------------------------------------------

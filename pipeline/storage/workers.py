@@ -33,8 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..facts.errors import DamagedState, StorageError
 from .atomic import atomic_write_bytes, try_flock
-from .errors import DamagedState, StorageError
 
 MAX_ATTEMPTS = 3  # watched deaths of a file decoded alone, in a row without a new batch, that fail it
 

@@ -36,10 +36,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..facts.errors import ConfigChanged, DamagedState, JobLocked, UsageProblem
+from ..facts.rows import PieceRow, SegmentRow
 from .atomic import atomic_write_bytes, try_flock
-from .errors import ConfigChanged, DamagedState, JobLocked, UsageProblem
 from .identity import Fingerprints
-from .rows import PieceRow, SegmentRow
 from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES
 
 __all__ = ["ConfigChanged", "JobLocked", "JobDir", "write_table", "row_paths", "damage_hint", "is_job", "jobs_below"]
@@ -240,7 +240,7 @@ class JobDir:
     ) -> None:
         record = {"config": config, "config_hash": self.config_hash(config), "inputs": inputs}
         if outputs:
-            record["outputs"] = outputs  # the subtitles the last worker writes (outputs.py)
+            record["outputs"] = outputs  # the subtitles the last worker writes (outputs/ownership.py)
         if speaker_names:
             record["speaker_names"] = speaker_names  # what `export` names the speakers by when not told
         atomic_write_bytes(self.root / "job.json", json.dumps(record, indent=2, sort_keys=True).encode())

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..audio.media import AudioInfo
+from ..facts.errors import StorageError
 from .atomic import atomic_write_bytes, read_json_dict
-from .audio import AudioInfo
-from .errors import StorageError
 
 
 class ProbeCache:

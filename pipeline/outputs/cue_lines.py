@@ -4,17 +4,40 @@ The text side of the cue engine (``cues.py`` does the timing and the layout repa
 ``max_lines`` lines of at most ``max_line_chars`` characters, broken between words, preferably after
 punctuation or before a conjunction or preposition (``BREAK_BEFORE``); a run of words is cut into cues
 at a long pause, at the maximum duration, or where the lines would overflow, at its best break past the
-first third. Pure functions of words and ``CueRules``.
+first third. Pure functions of words and ``CueRules`` (defined here, the lower of the two modules).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .cues import CueRules, TimedWord
-    from .rows import SegmentRow
+    from ..facts.rows import SegmentRow
+
+
+@dataclass(frozen=True)
+class CueRules:
+    max_line_chars: int = 42
+    max_lines: int = 2
+    min_duration_s: float = 5 / 6
+    max_duration_s: float = 7.0
+    max_cps: float = 17.0
+    min_gap_s: float = 2 / 24
+    pause_split_s: float = 1.5
+    max_lead_s: float = 0.3
+    speakers: bool = True  # a diarized job's labels in the files (cues never span a speaker change either way)
+    speaker_names: tuple[str, ...] = ()  # names for Speaker 1, 2, ... (numbered by first appearance)
+    show_speaker_names: tuple = ()  # (folder or glob, names) per show, first match wins (speaker_names.py)
+
+
+@dataclass
+class TimedWord:
+    text: str  # stripped
+    start_s: float
+    end_s: float
+
 
 BREAK_BEFORE = {
     "and",

@@ -26,13 +26,16 @@ import pickle
 import signal
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .errors import PodscribeError
+from ..facts.errors import PodscribeError
 
 if TYPE_CHECKING:
-    from .runner import JobOptions, JobSummary, Task
+    from .config import JobOptions
+    from .state import Task
+    from .summary import JobSummary
 
 log = logging.getLogger("podscribe")
 
@@ -64,8 +67,9 @@ class Died:
 class Watched:
     """The child process that decodes suspect files for one worker, started when first needed."""
 
-    def __init__(self, options: JobOptions, config_hash: str, stop):
+    def __init__(self, options: JobOptions, config_hash: str, stop, make_worker: Callable):
         self.options, self.config_hash, self.stop = options, config_hash, stop
+        self.make_worker = make_worker  # run.alone_worker, passed in: run imports this module, not the reverse
         self.context = multiprocessing.get_context("spawn")
         self.proc = None
         self.conn = None
@@ -77,7 +81,9 @@ class Watched:
         self.stop_sent = False
         options = replace(self.options, progress=False, subtitles=[])
         self.proc = self.context.Process(
-            target=_serve, args=(options, self.config_hash, child, stop_recv, os.getpid()), daemon=True
+            target=_serve,
+            args=(self.make_worker, options, self.config_hash, child, stop_recv, os.getpid()),
+            daemon=True,
         )
         self.proc.start()
         child.close()
@@ -87,7 +93,7 @@ class Watched:
     def decode(self, task: Task, probed, duration_s: float, seen: str | None) -> JobSummary | Died:
         """Decode one file in the child: its summary, or how the child died. A stop of the worker is forwarded
         (the child finishes its batch in hand, then this raises Interrupted); a second one ends the child."""
-        from .runner import Interrupted
+        from . import Interrupted
 
         if self.proc is None or not self.proc.is_alive():
             self._start()
@@ -135,7 +141,7 @@ class Watched:
         self.stop_send.close()
 
 
-def _serve(options: JobOptions, config_hash: str, conn, stop_recv, parent_pid: int) -> None:
+def _serve(make_worker: Callable, options: JobOptions, config_hash: str, conn, stop_recv, parent_pid: int) -> None:
     """The child: load the models once, then decode each file the worker sends, alone, and answer."""
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when to stop: it forwards its stop
@@ -157,11 +163,12 @@ def _serve(options: JobOptions, config_hash: str, conn, stop_recv, parent_pid: i
 
     signal.signal(signal.SIGTERM, on_term)
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()} (a suspect file alone): %(message)s")
-    from .runner import Interrupted, JobSummary, alone_worker
-    from .runtime import quiet_libraries
+    from ..facts.runtime import quiet_libraries
+    from . import Interrupted
+    from .summary import JobSummary
 
     quiet_libraries()
-    worker = alone_worker(options, config_hash, stop)
+    worker = make_worker(options, config_hash, stop)
     while True:
         try:
             message = conn.recv()

@@ -11,7 +11,7 @@ and the job-file key.
 
 from __future__ import annotations
 
-from .options import CHOICES, RANGES  # each numeric option's Range, each option's choices: the option table
+from ..job.options import CHOICES, RANGES  # each numeric option's Range, each option's choices: the option table
 
 
 def problems(settings: dict) -> list[str]:

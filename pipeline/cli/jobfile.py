@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import UsageProblem
-from .options import JOB_FILE_KEYS
-from .speaker_names import EXAMPLE, ShapeError
-from .speaker_names import parse as parse_speaker_names
+from ..facts.errors import UsageProblem
+from ..job.options import JOB_FILE_KEYS
+from ..outputs.speaker_names import EXAMPLE, ShapeError
+from ..outputs.speaker_names import parse as parse_speaker_names
 
 try:
     import tomllib

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .audio import SAMPLE_RATE, Piece
-from .decode.options import DecodeOptions
-from .records import DecodeStats, PieceResult, RawSegment, Redecode, Segment, Word
-from .rows import PieceRow, SegmentRow, WordRow
+from ..audio.media import SAMPLE_RATE, Piece
+from ..facts.records import DecodeStats, PieceResult, RawSegment, Redecode, Segment, Word
+from ..facts.rows import PieceRow, SegmentRow, WordRow
 
 # -- schemas ----------------------------------------------------------------------------------------------
 
@@ -84,7 +83,10 @@ SEGMENTS_SCHEMA = pa.schema(
         ("no_speech_prob", pa.float32()),
         ("words", pa.list_(WORD)),  # null when the job ran without word timestamps
         ("language", pa.string()),  # of the piece it was decoded in (detected or given)
-        ("flags", pa.list_(pa.string())),  # what to check: no_speech, low_logprob, loop, language (FLAGS below)
+        (
+            "flags",
+            pa.list_(pa.string()),
+        ),  # what to check: no_speech, low_logprob, loop, language (decode/review.py: FLAGS)
         ("speaker", pa.string()),  # with --diarize: "Speaker 1", ... (null: not diarized)
     ]
 )
@@ -333,36 +335,3 @@ def file_closed(row: dict, wall_s: float, finished_at: str, decode_mode: str) ->
     if row.get("duration_s"):
         row["realtime_factor"] = round(row["duration_s"] / max(wall_s, 1e-9), 3)
     return row
-
-
-# -- what the rows say ------------------------------------------------------------------------------------
-
-FLAGS = ("no_speech", "low_logprob", "loop", "language")
-
-
-def segment_flags(piece: PieceResult, file_language: str | None, options: DecodeOptions) -> list[str]:
-    """What a morning review should look at, from Whisper's own signals of the segment's piece:
-    ``no_speech`` (kept although the no-speech probability is above the threshold), ``low_logprob``
-    (average log-probability below the threshold), ``loop`` (the text looped and repeats were collapsed),
-    ``language`` (another language than the file's)."""
-    flags = []
-    if piece.no_speech_prob is not None and piece.no_speech_prob > options.no_speech_threshold:
-        flags.append("no_speech")
-    if piece.avg_logprob is not None and piece.avg_logprob < options.logprob_threshold:
-        flags.append("low_logprob")
-    if piece.compression_ratio is not None and piece.compression_ratio > options.compression_ratio_threshold:
-        flags.append("loop")
-    if file_language and piece.language and piece.language != file_language:
-        flags.append("language")
-    return flags
-
-
-def file_language(done: list[tuple[Piece, PieceResult]]) -> str | None:
-    """The language with the most speech: seconds inside each piece's segments (its whole length when the
-    segments are missing), not a count of pieces — two short pieces must not outvote one long one."""
-    seconds: dict[str, float] = {}
-    for piece, r in done:
-        if r.language and not r.skipped:
-            spoken = sum(max(0.0, s.end_s - s.start_s) for s in r.segments) or piece.duration_s
-            seconds[r.language] = seconds.get(r.language, 0.0) + spoken
-    return max(seconds, key=lambda lang: (seconds[lang], lang)) if seconds else None

@@ -1,7 +1,7 @@
 """How worker processes are started and placed: N processes on this machine, the ranks of an
 `accelerate launch` (or torchrun), or Ray actors across machines.
 
-An engine only starts workers: each one runs the same `runner.run` (plan, claim a file, decode, write),
+An engine only starts workers: each one runs the same `job.run.run` (plan, claim a file, decode, write),
 and the job directory is the only thing they share. No collectives, no gather: a worker that dies
 loses nothing persisted, and the others (or a rerun) take its file again. Only their progress comes back
 to the process that started them, as events (a pipe from each process, a Ray queue from the actors), drawn
@@ -31,21 +31,15 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import progress
-from .errors import PodscribeError, UsageProblem
-from .export import export_job
+from ..facts.errors import PodscribeError, UsageProblem
+from ..facts.runtime import quiet_libraries
+from ..outputs.export import export_job
+from . import Interrupted, progress
+from .config import JobOptions, job_models
+from .inputs import expand_inputs
 from .isolate import die_with_parent
-from .runner import (
-    Interrupted,
-    JobOptions,
-    JobSummary,
-    expand_inputs,
-    job_models,
-    restart_job,
-    run,
-    stopped_yet,
-)
-from .runtime import quiet_libraries
+from .run import restart_job, run, stopped_yet
+from .summary import JobSummary
 
 log = logging.getLogger("podscribe")
 
@@ -194,8 +188,8 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
 
 
 def _work_left(inputs: list[str], options: JobOptions) -> bool:
-    from .job.state import work_left
-    from .manifest import JobDir
+    from ..storage.manifest import JobDir
+    from .state import work_left
 
     job = JobDir(options.out_dir)
     return not (job.root / "job.json").is_file() or work_left(expand_inputs(inputs), job, options)

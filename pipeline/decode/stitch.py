@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .audio import Piece
-from .records import PieceResult, Segment
+from ..audio.media import Piece
+from ..facts.records import PieceResult, Segment
 from .segments import clamp_words
 
 

@@ -19,11 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..facts.errors import DamagedState, UsageProblem
+from ..facts.rows import SegmentRow, WordRow
+from ..storage.manifest import JobDir, damage_hint, row_paths
+from . import ownership
 from .cues import Cue, CueRules, build_cues
-from .errors import DamagedState, UsageProblem
-from .manifest import JobDir, damage_hint, row_paths
-from .outputs import OutputDir, Writer, Written, output_names, too_long
-from .rows import SegmentRow, WordRow
+from .ownership import OutputDir, Writer, Written, output_names, too_long
 from .speaker_names import named, names_for
 
 log = logging.getLogger("podscribe")
@@ -342,3 +343,14 @@ def _render(fmt: str, row: dict, segments: list[SegmentRow], cues: list[Cue], ti
     if fmt == "podcast":
         return to_podcast(segments, rules)
     return to_json(row, segments, cues, timed, rules)
+
+
+def export_recorded(
+    root: Path, recorded: dict, problems: list[str], only: set[str] | None = None, named: Iterable[str] = ()
+) -> Written:
+    """The recorded subtitles written; an output that cannot be written for its own name is described in
+    ``problems`` and the others are written."""
+    rules = CueRules(**recorded["cue_rules"])
+    return export_job(
+        root, recorded["subtitles"], ownership.folder(root, recorded), rules, problems, only=only, named=named
+    )

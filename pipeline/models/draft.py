@@ -103,7 +103,7 @@ def apply_draft_vocab(model: torch.nn.Module) -> torch.nn.Module:
 def check_draft_fits(model: torch.nn.Module, main_config, name: str) -> None:
     """A decoder-only draft reads the main encoder's output: its width must be the main model's."""
     if getattr(model.config, "d_model", None) != main_config.d_model:
-        from ..models.registry import ModelUnavailable
+        from .registry import ModelUnavailable
 
         raise ModelUnavailable(
             f"assistant {name!r} is a decoder-only draft of width {model.config.d_model}; it cannot read the "

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from .audio import SAMPLE_RATE
-from .errors import DamagedState
-from .manifest import JobDir, is_job, jobs_below, row_paths
+from ..audio.media import SAMPLE_RATE
+from ..facts.errors import DamagedState
+from ..storage.manifest import JobDir, is_job, jobs_below, row_paths
 
 __all__ = ["is_job", "jobs_below", "partial_rate", "file_report", "render_files", "status_json"]
 

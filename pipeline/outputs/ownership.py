@@ -29,7 +29,7 @@ Everything lives in one hidden folder: ``ls``, ``datasets`` and globs over the o
 The workers of one job agree on which outputs it writes: ``--subtitles``, ``-o`` and the cue options are
 recorded in job.json (``outputs``) while workers are at work; a joining worker must ask for the same ones
 (refused with the configuration-mismatch exit code otherwise) or for none (it adopts theirs), and whoever
-finishes last writes what is recorded (``spec``, ``join``, ``export_recorded``).
+finishes last writes what is recorded (``spec``, ``join``, ``export.export_recorded``).
 
 Names: an input's stem; stems that occur more than once among a job's inputs get ``-<8 hex of the path's
 hash>`` (the same name on every run, said out loud), so no input's files overwrite another's; a stem too long
@@ -49,8 +49,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .atomic import atomic_write_bytes, atomic_write_many, read_json_dict, temp_prefix, try_flock
-from .errors import ConfigChanged, StorageError
+from ..facts.errors import ConfigChanged, StorageError
+from ..storage.atomic import atomic_write_bytes, atomic_write_many, read_json_dict, temp_prefix, try_flock
 
 log = logging.getLogger("podscribe")
 
@@ -579,15 +579,3 @@ def join(recorded: dict | None, mine: dict | None, root: Path) -> dict | None:
 
 def folder(root: Path, recorded: dict) -> Path:
     return Path(recorded["output_dir"]) if recorded.get("output_dir") else Path(root) / "subtitles"
-
-
-def export_recorded(
-    root: Path, recorded: dict, problems: list[str], only: set[str] | None = None, named: Iterable[str] = ()
-) -> Written:
-    """The recorded subtitles written; an output that cannot be written for its own name is described in
-    ``problems`` and the others are written."""
-    from .cues import CueRules
-    from .export import export_job
-
-    rules = CueRules(**recorded["cue_rules"])
-    return export_job(root, recorded["subtitles"], folder(root, recorded), rules, problems, only=only, named=named)

@@ -19,7 +19,7 @@ from pathlib import Path
 import ffmpeg
 import numpy as np
 
-from .whisper import SAMPLE_RATE
+from ..facts.whisper import SAMPLE_RATE
 
 # What a folder given as input is searched for (and what `podscribe site` calls audio when a folder is no job).
 AUDIO_EXTENSIONS = {

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .diarize.options import BACKENDS
-from .languages import language_code
-from .models.registry import SELF_INT8
-from .runtime import COMPUTE_TYPES
+from ..diarize.options import BACKENDS
+from ..facts.languages import language_code
+from ..facts.runtime import COMPUTE_TYPES
+from ..models.registry import SELF_INT8
 
 
 @dataclass(frozen=True)
@@ -283,9 +283,9 @@ INTERNAL = {
 
 OWNERS = {
     "decode": ("pipeline.decode.options", "DecodeOptions"),
-    "cut": ("pipeline.audio", "CutOptions"),
+    "cut": ("pipeline.audio.media", "CutOptions"),
     "diarize": ("pipeline.diarize.options", "DiarizeOptions"),
-    "cues": ("pipeline.cues", "CueRules"),
+    "cues": ("pipeline.outputs.cues", "CueRules"),
     "job": ("pipeline.job.config", "JobOptions"),
 }
 
@@ -337,7 +337,7 @@ def toml_value(value) -> str:
 
 
 def reference() -> str:
-    """The key-by-key table of docs/options.md (``python -m pipeline.options``): a test checks the page has it."""
+    """The key-by-key table of docs/options.md (``python -m pipeline.job.options``): a test checks the page has it."""
     lines = ["| job-file key | flags | default | notes |", "|---|---|---|---|"]
     for o in OPTIONS:
         flags = ", ".join(f"`{f}`" for f in o.flags) or "(job file only)"

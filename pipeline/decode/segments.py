@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from . import vad
-from .records import RawSegment, Word
+from ..audio import vad
+from ..facts.records import RawSegment, Word
 
 _NON_SPEECH = re.compile(r"^\s*([\[\(][^\]\)]*[\]\)]\s*)+$")
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from . import workers
-from .errors import DamagedState
-from .job.config import LABELS
-from .job.state import DONE_TABLES, file_state, needs_labels
+from ..facts.errors import DamagedState
+from ..job.config import LABELS
+from ..job.progress import clock
+from ..job.state import DONE_TABLES, file_state, needs_labels
+from ..storage import workers
+from ..storage.manifest import JobDir, damage_hint, row_paths
+from ..storage.probes import ProbeCache
 from .job_report import partial_rate
-from .manifest import JobDir, damage_hint, row_paths
-from .probes import ProbeCache
-from .progress import clock
 
 
 @dataclass

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .audio import SAMPLE_RATE
+from .media import SAMPLE_RATE
 
 LEAD_S = 0.1  # a segment starts at most this long before the voice the VAD heard (Silero's 32 ms windows, soft onsets)
 
