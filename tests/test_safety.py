@@ -656,3 +656,26 @@ def test_a_conversion_killed_midway_leaves_no_partial_model_in_the_cache(speech,
     code, stdout, stderr = run_here(out, [speech["jfk"]], own_cache, None, args=TINY)
     assert code == 0 and "done: 1" in stdout, stderr
     assert not list(own_cache.glob("models/*.partial-*")) and list(own_cache.glob("models/*/model.safetensors"))
+
+
+def test_status_reads_each_table_s_pages_once_and_verify_reads_them_all_again(finished_job, cache_dir):
+    """Every plan and every `status` read every done table whole: for an archive that is a read of the archive.
+    A table that read whole once is remembered by size, mtime and inode and checked by its footer after that, so
+    damage that keeps all three goes unseen by a plain `status` (that it is unseen is the proof no page was read)
+    and `status --verify` reads every page again and names it."""
+    out, inputs = finished_job  # a copy: new inodes, nothing remembered for them yet
+    rerun = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
+    assert "already done: 2" in rerun.stdout, rerun.stderr  # its plan read each table once and kept that
+    victim = identify(inputs[0])[0].file_id
+    remembered = json.loads((out / "verified.json").read_text())
+    assert {f"segments/{victim}", f"pieces/{victim}"} <= remembered.keys()
+    path = out / "segments" / f"{victim}.parquet"
+    st = path.stat()
+    _damage_inside(path, "pages")  # in place: same inode and size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert podscribe("status", str(out), cache_dir=cache_dir).stdout.count("2 done, 0 failed, 0 pending") == 1
+    checked = podscribe("status", str(out), "--verify", cache_dir=cache_dir)
+    assert checked.returncode == 0 and "1 done, 0 failed, 1 pending" in checked.stdout, checked.stdout
+    assert f"{victim}.parquet" in checked.stdout
+    path.write_bytes(path.read_bytes())  # rewritten (a new mtime): read whole again without being asked
+    assert "1 pending" in podscribe("status", str(out), cache_dir=cache_dir).stdout

@@ -168,8 +168,9 @@ def _shown(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-def job_status(root: Path) -> JobStatus:
-    job = JobDir(root)
+def job_status(root: Path, verify: bool = False) -> JobStatus:
+    """The job as its next plan would see it (``verify``: every done table's pages read again)."""
+    job = JobDir(root, verify_all=verify)
     st = JobStatus(Path(root))
     try:
         record = job.read_job() or {}

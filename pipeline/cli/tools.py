@@ -23,8 +23,14 @@ from .settings import cue_rules, output_formats
 @click.argument("job_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--files", "per_file", is_flag=True, help="One line per episode: status, duration, language, segments.")
 @click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object (with --files: a `files` list).")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Read every page of every done table again (damage that kept a file's size and time); without it, a "
+    "table that read back whole once is checked by its footer.",
+)
 @verbose_option
-def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
+def status(job_dir: Path, per_file: bool, as_json: bool, verify: bool) -> None:
     """Done / failed / pending counts, audio hours done and left, throughput, ETA, failed files."""
     from .job_report import file_report, is_job, jobs_below, render_files, status_json
     from .status import job_status
@@ -38,7 +44,7 @@ def status(job_dir: Path, per_file: bool, as_json: bool) -> None:
             "in <output folder>/podscribe-manifests/)"
         )
         raise click.UsageError(f"{job_dir} is not a podscribe job{hint}")
-    state = job_status(job_dir)
+    state = job_status(job_dir, verify)
     entries = file_report(job_dir) if per_file else None
     if as_json:
         click.echo(status_json(state, entries))

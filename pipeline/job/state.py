@@ -202,6 +202,7 @@ def plan(
             todo.append(task)
     unlabelled(job, gone, tasks, by_id, labels, summary)
     fps.save()
+    job.verified.save()
     return todo
 
 

@@ -41,6 +41,7 @@ from ..facts.rows import PieceRow, SegmentRow
 from .atomic import atomic_write_bytes, try_flock
 from .identity import Fingerprints
 from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES
+from .verified import Verified
 
 __all__ = ["ConfigChanged", "JobLocked", "JobDir", "write_table", "row_paths", "damage_hint", "is_job", "jobs_below"]
 
@@ -121,10 +122,12 @@ def jobs_below(root: Path, depth: int = 2) -> list[Path]:
 
 
 class JobDir:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, verify_all: bool = False):
         self.root = Path(root)
         self.damaged: list[tuple[Path, str]] = []  # tables that could not be read, found by read()
         self._lock_fd: int | None = None
+        self.verify_all = verify_all  # `status --verify`: every done table's pages read again, remembered or not
+        self.verified = Verified(self.root)  # tables whose every page read back whole (verified.py)
 
     def table_path(self, table: str, file_id: str) -> Path:
         return self.root / table / f"{file_id}.parquet"
@@ -304,9 +307,11 @@ class JobDir:
         for table, rows in (("segments", segments), ("pieces", pieces)):
             if rows:
                 write_table(self.table_path(table, fid), rows, TABLES[table])
+                self._written(table, fid)
             else:
                 self.table_path(table, fid).unlink(missing_ok=True)
         write_table(self.table_path("files", fid), [row], FILES_SCHEMA)
+        self.verified.save()
         if not keep_partial:
             self.drop_partial(fid)
 
@@ -314,7 +319,9 @@ class JobDir:
         """A done file's segments with speaker labels, then its files row (the commit): the transcript's text and
         times are the same, only split where the speaker changes; its pieces table is not touched."""
         write_table(self.table_path("segments", row["file_id"]), segments, TABLES["segments"])
+        self._written("segments", row["file_id"])
         write_table(self.table_path("files", row["file_id"]), [row], FILES_SCHEMA)
+        self.verified.save()
 
     def update_file_row(self, row: dict) -> None:
         """Rewrite a files row's bookkeeping (its paths); its transcript is not touched."""
@@ -366,15 +373,33 @@ class JobDir:
 
     def readable(self, table: str, file_id: str) -> bool:
         """The table file exists and reads whole: its footer (a truncated write) and every page (bytes damaged in
-        the middle: a page that does not decode, or one that fails its CRC). Unreadable ones land in ``damaged``."""
+        the middle: a page that does not decode, or one that fails its CRC). Unreadable ones land in ``damaged``.
+
+        Pages are read once per table: a table that read whole is remembered by its size, mtime and inode
+        (``verified.py``; tables are written once, atomically, so a new write is a new inode), and is then checked
+        by its footer alone. Planning and `status` of an archive of thousands of episodes read no table data that way;
+        `status --verify` (``verify_all``) reads every page again, for damage that kept the file's stat."""
         path = self.table_path(table, file_id)
+        key = f"{table}/{file_id}"
         try:
+            stamp = Verified.stamp(path)
+            if not self.verify_all and self.verified.holds(key, stamp):
+                pq.ParquetFile(path)  # the footer, what a file cut short or replaced in place fails
+                return True
             pq.ParquetFile(path, page_checksum_verification=True).read()
-            return True
+        except FileNotFoundError:
+            return False
         except UNREADABLE as exc:
             if path.exists():
                 self.damaged.append((path, str(exc)))
             return False
+        self.verified.remember(key, stamp)
+        return True
+
+    def _written(self, table: str, file_id: str) -> None:
+        """A table this process just wrote whole (from memory, synced, renamed into place): remembered as read."""
+        with contextlib.suppress(OSError):
+            self.verified.remember(f"{table}/{file_id}", Verified.stamp(self.table_path(table, file_id)))
 
     def quarantine(self, path: Path) -> Path:
         """Move a damaged table out of the way (kept, never deleted) into ``damaged/``."""
