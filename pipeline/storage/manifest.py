@@ -10,6 +10,7 @@ Layout (documented for users in manifests/README.md)::
     <job dir>/partial/<file_id>/batch-<first piece>.parquet
                                           finished batches of a file not finished yet (resume)
     <job dir>/fingerprints.json           content id of each input path, by size/mtime/inode (a cache)
+    <job dir>/verified.json               tables whose every page read back whole, by size/mtime/inode (verified.py)
     <job dir>/damaged/<table>/...         tables that could not be read, moved aside (never deleted)
     <job dir>/.lock                       held (flock) by the worker planning the job (one at a time)
     <job dir>/workers/<host>-<pid>.lock   held by each live worker (workers.py)
