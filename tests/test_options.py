@@ -143,3 +143,20 @@ def test_openmps_spin_count_is_in_the_environment_before_torch_loads_and_a_users
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(torch_reads["GOMP_SPINCOUNT"])
+
+
+def test_a_log_file_gets_info_lines_and_the_terminal_keeps_showing_warnings_only(tmp_path):
+    """`--log-file` raised podscribe's logger to INFO, and every INFO line reached the terminal too."""
+    code = (
+        "import logging, sys\n"
+        "from pathlib import Path\n"
+        "logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(message)s')  # as the CLI's group does\n"
+        "from pipeline.cli.jobs import _log_to\n"
+        "_log_to(Path(sys.argv[1]))\n"
+        "logging.getLogger('podscribe').info('an info line')\n"
+        "logging.getLogger('podscribe').warning('a warning')\n"
+    )
+    log = tmp_path / "run.log"
+    result = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True, check=True)
+    assert "a warning" in result.stderr and "an info line" not in result.stderr, result.stderr
+    assert "an info line" in log.read_text() and "a warning" in log.read_text()

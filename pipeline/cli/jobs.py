@@ -34,6 +34,10 @@ def _log_to(path: Path | None) -> None:
     except OSError as exc:
         raise click.UsageError(f"--log-file {path}: {exc.strerror or exc}") from exc
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    for terminal in root.handlers:  # the file gets INFO; the terminal keeps what it showed (WARNING, or -v's DEBUG)
+        if terminal.level == logging.NOTSET:
+            terminal.setLevel(root.level)
     logging.getLogger("podscribe").addHandler(handler)
     logging.getLogger("podscribe").setLevel(logging.INFO)
 

@@ -87,9 +87,7 @@ def export_cmd(job_dir, formats, out_dir, **cue) -> None:
     problems: list[str] = []
     try:
         written = export_job(job_dir, output_formats(formats), out_dir, rules, problems)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except PodscribeError as exc:
+    except PodscribeError as exc:  # an unknown format is a UsageProblem (exit 2); a ValueError is a bug, shown as one
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
     paths = written.paths

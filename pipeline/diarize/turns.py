@@ -11,29 +11,9 @@ from __future__ import annotations
 from ..facts.records import Turn
 from ..facts.rows import SegmentRow, WordRow
 
-MERGE_GAP_S = 0.5  # words closer than this form one stretch of speech
-
 
 def label(index: int) -> str:
     return f"Speaker {index + 1}"
-
-
-def speech_regions(rows: list[SegmentRow], merge_gap_s: float = MERGE_GAP_S) -> list[tuple[float, float]]:
-    """Stretches of speech from segment rows: their words' spans merged over short gaps, or the segment."""
-    spans = []
-    for row in rows:
-        words = row.get("words")
-        if words:
-            spans += [(w["start_s"], w["end_s"]) for w in words if w["end_s"] > w["start_s"]]
-        elif row["end_s"] > row["start_s"]:
-            spans.append((row["start_s"], row["end_s"]))
-    merged: list[list[float]] = []
-    for lo, hi in sorted(spans):
-        if merged and lo <= merged[-1][1] + merge_gap_s:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return [(lo, hi) for lo, hi in merged]
 
 
 def windows(regions: list[tuple[float, float]], window_s: float, hop_s: float) -> list[tuple[float, float]]:

@@ -200,7 +200,7 @@ def export_job(
     """
     unknown = sorted(set(formats) - set(ALL_FORMATS))
     if unknown:
-        raise ValueError(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
+        raise UsageProblem(f"unknown subtitle format(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMATS)}")
     job = JobDir(job_dir)
     out_dir = Path(out_dir) if out_dir else Path(job_dir) / "subtitles"
     rows = job.file_rows(EXPORT_COLUMNS)

@@ -126,7 +126,6 @@ class JobDir:
     def __init__(self, root: Path, verify_all: bool = False):
         self.root = Path(root)
         self.damaged: list[tuple[Path, str]] = []  # tables that could not be read, found by read()
-        self._lock_fd: int | None = None
         self.verify_all = verify_all  # `status --verify`: every done table's pages read again, remembered or not
         self.verified = Verified(self.root)  # tables whose every page read back whole (verified.py)
 
@@ -171,7 +170,6 @@ class JobDir:
         except OSError as exc:
             os.close(fd)
             raise UsageProblem(f"cannot write into the job directory {self.root}: {exc.strerror or exc}") from exc
-        self._lock_fd = fd
         failed = True
         try:
             yield self
@@ -182,7 +180,6 @@ class JobDir:
                 with contextlib.suppress(OSError):
                     self.root.rmdir()
             os.close(fd)
-            self._lock_fd = None
 
     # -- configuration ---------------------------------------------------------
 
