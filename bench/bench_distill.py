@@ -17,6 +17,7 @@ pieces. Prints a table and writes it as JSON beside the draft.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -125,10 +126,11 @@ def main() -> None:
     elif runtime.dtype != torch.float32:
         base.main.to(runtime.dtype)
         trained.to(runtime.dtype)
-    modes = {"base": Models(base.main, base.processor, None, base.main_ref, None, runtime)}
+    base = dataclasses.replace(base, runtime=runtime)
+    modes = {"base": base.with_assistant(None, None)}
     if self_int8 is not None:
-        modes["self-int8"] = Models(base.main, base.processor, self_int8, base.main_ref, "self-int8", runtime)
-    modes["distilled"] = Models(base.main, base.processor, trained, base.main_ref, str(draft_dir), runtime)
+        modes["self-int8"] = base.with_assistant(self_int8, "self-int8")
+    modes["distilled"] = base.with_assistant(trained, str(draft_dir))
     drafts = [m for m in ("self-int8", "distilled") if m in modes]
     transcriber = Transcriber(modes["base"], DecodeOptions(language="en"))
     pieces = eval_pieces(args.longform, args.pieces, transcriber)

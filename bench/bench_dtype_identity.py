@@ -36,6 +36,7 @@ and with an fp32 head on the same hidden states: how much of the shape noise the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -124,7 +125,7 @@ def decode(
 def prepare(dtype: str, model: str, cache_dir: Path | None, pieces: list[np.ndarray], size: int) -> Setup:
     runtime = pick_runtime("cpu", dtype)
     plain = load_models(model, "none", runtime, cache_dir)
-    spec = Models(plain.main, plain.processor, quantized_self_draft(plain.main), plain.main_ref, "self-int8", runtime)
+    spec = dataclasses.replace(plain, runtime=runtime).with_assistant(quantized_self_draft(plain.main), "self-int8")
     features = plain.processor.feature_extractor(
         pieces, sampling_rate=media.SAMPLE_RATE, return_tensors="pt"
     ).input_features.to(runtime.device, runtime.dtype)

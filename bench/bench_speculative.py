@@ -16,6 +16,7 @@ token id equals transformers' main-alone output (it must: "yes" everywhere).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import subprocess
 import tempfile
 import time
@@ -80,7 +81,7 @@ def measure(label: str, models: Models, pieces: list[np.ndarray], refs: list[str
         texts = [tok.decode(t, skip_special_tokens=True).strip() for t in tokens]
         return [" ".join(texts)] if joined else texts
 
-    plain = Models(models.main, models.processor, None, models.main_ref, None, models.runtime)
+    plain = models.with_assistant(None, None)
     rows = []
     wall, reference, _ = run_hf(plain, features, encoded[1], 1)
     n_tokens = sum(len(t) + 1 for t in reference)
@@ -131,7 +132,7 @@ def main() -> None:
     runtime = pick_runtime("cpu")
     base = load_models(args.model, "none", runtime)
     draft = load_assistant(args.assistant, base.main, base.processor, runtime)
-    models = Models(base.main, base.processor, draft, base.main_ref, args.assistant, runtime)
+    models = dataclasses.replace(base, runtime=runtime).with_assistant(draft, args.assistant)
     print(
         f"model {args.model}, assistant {args.assistant}, torch threads {torch.get_num_threads()}, "
         f"CPU: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores"

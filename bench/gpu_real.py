@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import functools
 import json
 import os
@@ -92,7 +93,7 @@ def identity(model_dir: str, clips: Path, device: str, dtypes: list[str]) -> dic
     from pipeline.decode.generate import Generator, encode, log_mel
     from pipeline.decode.hf_generate import hf_generate
     from pipeline.facts.runtime import pick_runtime
-    from pipeline.models.load import Models, load_models
+    from pipeline.models.load import load_models
 
     paths, refs = read_clips(clips)
     pieces = [media.decode(p) for p in paths]
@@ -101,7 +102,7 @@ def identity(model_dir: str, clips: Path, device: str, dtypes: list[str]) -> dic
         runtime = pick_runtime(device, name)
         plain = load_models(model_dir, "none", runtime)
         draft = distil_shaped(plain.main)
-        models = Models(plain.main, plain.processor, draft, plain.main_ref, "distil-shaped(0,-1)", runtime)
+        models = dataclasses.replace(plain, runtime=runtime).with_assistant(draft, "distil-shaped(0,-1)")
         tok = plain.processor.tokenizer
         features = log_mel(plain.processor.feature_extractor, pieces, runtime.device, runtime.dtype)
         encoded = encode(plain.main, features)

@@ -23,7 +23,7 @@ from pipeline.models.registry import ResolvedModel
 
 
 def with_assistant(models: Models, assistant, name: str) -> Models:
-    return Models(models.main, models.processor, assistant, models.main_ref, name, models.runtime)
+    return models.with_assistant(assistant, name)
 
 
 def int8_copy(models: Models) -> Models:
@@ -32,7 +32,15 @@ def int8_copy(models: Models) -> Models:
     from pipeline.facts.runtime import pick_runtime
 
     main = quantize(copy.deepcopy(models.main), "int8")
-    return Models(main, models.processor, None, models.main_ref, None, pick_runtime("cpu", "int8"))
+    runtime = pick_runtime("cpu", "int8")
+    return Models(
+        main=main,
+        processor=models.processor,
+        assistant=None,
+        main_ref=models.main_ref,
+        assistant_name=None,
+        runtime=runtime,
+    )
 
 
 def perturbed_draft(main, seed: int, scale: float = 0.02):
@@ -102,7 +110,9 @@ def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 
     model.generation_config = copy.deepcopy(base.main.generation_config)
     model.generation_config.alignment_heads = [[layers - 1, 0]]
     ref = ResolvedModel(f"random-{seed}", f"random-{seed}", f"random-{seed}")
-    return Models(model, base.processor, None, ref, None, base.runtime)
+    return Models(
+        main=model, processor=base.processor, assistant=None, main_ref=ref, assistant_name=None, runtime=base.runtime
+    )
 
 
 # The ffmpeg helpers are the benchmarks' (one copy): `write_wav(path, samples)` writes float32 16 kHz mono samples.

@@ -290,7 +290,15 @@ def test_weight_only_int8_main_model_speculative_or_not_at_any_batch_size(base_m
     tiny = tiny_random_models(base_models, 8)
     tiny.main.generation_config.max_length = 60
     main = quantize(copy.deepcopy(tiny.main), "weight_only", torch.float32)
-    models = Models(main, tiny.processor, None, tiny.main_ref, None, pick_runtime("cpu", "int8_float32"))
+    runtime = pick_runtime("cpu", "int8_float32")
+    models = Models(
+        main=main,
+        processor=tiny.processor,
+        assistant=None,
+        main_ref=tiny.main_ref,
+        assistant_name=None,
+        runtime=runtime,
+    )
     features = _features(models, pieces)
     reference = hf_generate(models.main, features, ["en"] * len(pieces), True)
     _check(models, features, reference, True, "int8_float32 alone", sizes=(1, 8))

@@ -41,9 +41,7 @@ class RoutedGenerate:
         key = (id(assistant), timestamps)
         if key not in self._generators:
             m = self.models
-            self._generators[key] = Generator(
-                Models(m.main, m.processor, assistant, m.main_ref, None, m.runtime), timestamps=timestamps
-            )
+            self._generators[key] = Generator(m.with_assistant(assistant, None), timestamps=timestamps)
         return self._generators[key]
 
     @torch.inference_mode()

@@ -98,7 +98,10 @@ def _load(main_ref, options: DistillOptions):
         quantize(main, "weight_only", runtime.dtype)
     else:
         main.to(runtime.dtype)
-    return Models(main, processor, None, main_ref, None, runtime), draft
+    alone = Models(
+        main=main, processor=processor, assistant=None, main_ref=main_ref, assistant_name=None, runtime=runtime
+    )
+    return alone, draft
 
 
 def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo, remember: bool) -> DistillResult:

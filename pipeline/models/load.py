@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ CPU_DEFAULTS = ("base", None)
 AUTO_CANDIDATES = {"cuda": "distil-whisper/distil-large-v3", "cpu": SELF_INT8}  # what `auto` measures against plain
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Models:
     main: WhisperForConditionalGeneration
     processor: WhisperProcessor
@@ -42,6 +43,10 @@ class Models:
     @property
     def tokenizer(self):
         return self.processor.tokenizer
+
+    def with_assistant(self, assistant: torch.nn.Module | None, name: str | None) -> Models:
+        """The same main model with another draft (None: alone), used as given (not a candidate)."""
+        return dataclasses.replace(self, assistant=assistant, assistant_name=name, auto=False)
 
     @functools.cached_property
     def tokens(self) -> Tokens:
@@ -215,4 +220,12 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
         quantize(main, "weight_only", runtime.dtype)
         if draft is not None and assistant != SELF_INT8:
             quantize(draft, "weight_only", runtime.dtype)
-    return Models(main, processor, draft, main_ref, assistant, runtime, auto=auto)
+    return Models(
+        main=main,
+        processor=processor,
+        assistant=draft,
+        main_ref=main_ref,
+        assistant_name=assistant,
+        runtime=runtime,
+        auto=auto,
+    )
