@@ -8,8 +8,8 @@ names what it was doing from the functions on it — no timer inside the product
 exactly what a user runs (``job.run`` at the defaults, models loaded before the clock, as bench_longform). Each
 interval's wall time goes to the stage the main thread was in, so the stages sum to the wall time by
 construction; its CPU time (the process's CPU clock, which counts torch's OpenMP threads) goes to the same stage,
-less what the process's other Python threads (the read-ahead: ffmpeg's pipe, cutting, VAD) used by their own
-clocks, which is accounted to their stages in a second table. ffmpeg runs in child processes: their CPU is one line.
+less what the process's other Python threads (the read-ahead: ffmpeg's pipe, cutting, VAD) and the sampler used
+by their own clocks (the other threads' is accounted to their stages in a second table). ffmpeg runs in child processes: their CPU is one line.
 
 Stages are found two ways. A *pass* (the encoder, the no-speech probe, the decoding loop, the scoring pass, second
 chances, word timing) is the outermost match on the stack: a second chance's own decoding loop is a second
@@ -54,6 +54,7 @@ PODSCRIBE_PASSES = [
     ("transcriber.py", {"Transcriber.generate"}, "decoding loop"),
     ("transcriber.py", {"Transcriber.score"}, "scoring pass"),
     ("prefetch.py", {"Ahead.__next__"}, "waiting on the read-ahead"),
+    ("transcriber.py", {"Transcriber.gate"}, "gate (energy; VAD not read ahead)"),
 ]
 # Leaves: the innermost match wins.
 PODSCRIBE_LEAVES = [
@@ -101,6 +102,11 @@ DECODER_LINES = [  # a line holds several calls (op.fc2(op.act(op.fc1(op.norm3(x
     ("embed", "embeddings"),
 ]
 DECODER_FORWARD = ("kv_cache.py", "KVCacheDecoder.forward")
+INSIDE_THE_LOOP = {
+    ("generate.py", "encode"): "encoder (a later window)",
+    ("kv_cache.py", "CrossKV.project"): "cross-attention keys",
+    ("kv_cache.py", "CrossKV.project_into"): "cross-attention keys",
+}
 LOOP = "decoding loop"
 
 
@@ -140,6 +146,8 @@ def _decoder_part(stack, names) -> str:
         if name == DECODER_FORWARD:
             line = linecache.getline(f.f_code.co_filename, f.f_lineno)
             return next((part for key, part in DECODER_LINES if key in line), "decoder, other lines")
+        if name in INSIDE_THE_LOOP:  # a later window's encoder, a draft's keys: the loop calls them, they are not it
+            return INSIDE_THE_LOOP[name]
     return "sampling, rules, Python"
 
 
@@ -177,19 +185,18 @@ class Sampler(threading.Thread):
         last_wall, last_cpu = time.perf_counter(), time.process_time()
         last_threads: dict[int, float] = {}
         own_start = _thread_cpu_s(me)
+        last_own = own_start
         while not self.done.wait(self.interval_s):
             frames = sys._current_frames()  # noqa: SLF001  (the one way to read another thread's stack)
-            now_wall, now_cpu = time.perf_counter(), time.process_time()
-            dt, dcpu = now_wall - last_wall, now_cpu - last_cpu
-            last_wall, last_cpu = now_wall, now_cpu
+            now_wall, now_cpu, own = time.perf_counter(), time.process_time(), _thread_cpu_s(me)
+            clocks = {ident: _thread_cpu_s(ident) for ident in frames if ident not in (main, me)}  # read together
+            dt, dcpu = now_wall - last_wall, now_cpu - last_cpu - (own - last_own)  # the sampler's own CPU out
+            last_wall, last_cpu, last_own = now_wall, now_cpu, own
             beside_cpu = 0.0
-            for ident, frame in frames.items():
-                if ident in (main, me):
-                    continue
+            for ident, cpu in clocks.items():
                 thread = threading._active.get(ident)  # noqa: SLF001  (a thread's name, for the table)
-                stage = f"{thread.name if thread else ident}: {classify(frame, self.passes, self.leaves)}"
-                cpu = _thread_cpu_s(ident)
-                used = max(0.0, cpu - last_threads.get(ident, cpu))
+                stage = f"{thread.name if thread else ident}: {classify(frames[ident], self.passes, self.leaves)}"
+                used = cpu - last_threads.get(ident, cpu)  # a thread's CPU before its first sample: not counted
                 last_threads[ident] = cpu
                 a.beside_wall_s[stage] += dt
                 a.beside_cpu_s[stage] += used
@@ -197,7 +204,7 @@ class Sampler(threading.Thread):
             if main in frames:
                 stage = classify(frames[main], self.passes, self.leaves)
                 a.wall_s[stage] += dt
-                a.cpu_s[stage] += max(0.0, dcpu - beside_cpu)  # the sampler's own CPU is taken out at the end
+                a.cpu_s[stage] += dcpu - beside_cpu  # the process's CPU less the other threads' and the sampler's
             a.samples += 1
         a.sampler_cpu_s = _thread_cpu_s(me) - own_start
 

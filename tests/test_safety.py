@@ -660,22 +660,30 @@ def test_a_conversion_killed_midway_leaves_no_partial_model_in_the_cache(speech,
 
 def test_status_reads_each_table_s_pages_once_and_verify_reads_them_all_again(finished_job, cache_dir):
     """Every plan and every `status` read every done table whole: for an archive that is a read of the archive.
-    A table that read whole once is remembered by size, mtime and inode and checked by its footer after that, so
-    damage that keeps all three goes unseen by a plain `status` (that it is unseen is the proof no page was read)
-    and `status --verify` reads every page again and names it."""
-    out, inputs = finished_job  # a copy: new inodes, nothing remembered for them yet
+    A table that read whole once is remembered by its stat and checked by its footer after that. Damage no stat
+    shows (bytes rotting below the file system: here its stamp is written as the damaged file's) goes unseen by a
+    plain `status`, which is the proof no page was read; `status --verify` reads every page, names it and forgets
+    it, and the next run sets it aside and decodes that input again."""
+    from pipeline.storage.verified import Verified
+
+    out, inputs = finished_job
+    (out / "verified.json").unlink()
     rerun = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
-    assert "already done: 2" in rerun.stdout, rerun.stderr  # its plan read each table once and kept that
+    assert "already done: 2" in rerun.stdout, rerun.stderr
     victim = identify(inputs[0])[0].file_id
-    remembered = json.loads((out / "verified.json").read_text())
-    assert {f"segments/{victim}", f"pieces/{victim}"} <= remembered.keys()
     path = out / "segments" / f"{victim}.parquet"
-    st = path.stat()
-    _damage_inside(path, "pages")  # in place: same inode and size
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert podscribe("status", str(out), cache_dir=cache_dir).stdout.count("2 done, 0 failed, 0 pending") == 1
+    remembered = json.loads((out / "verified.json").read_text())  # the plan read each table once and kept that
+    assert remembered[f"segments/{victim}"] == Verified.stamp(path) and f"pieces/{victim}" in remembered
+    _damage_inside(path, "pages")
+    remembered[f"segments/{victim}"] = Verified.stamp(path)
+    (out / "verified.json").write_text(json.dumps(remembered))
+    plain = podscribe("status", str(out), cache_dir=cache_dir)
+    assert "2 done, 0 failed, 0 pending" in plain.stdout, plain.stdout
+    assert json.loads((out / "verified.json").read_text()) == remembered, "a plain status wrote the job dir"
     checked = podscribe("status", str(out), "--verify", cache_dir=cache_dir)
     assert checked.returncode == 0 and "1 done, 0 failed, 1 pending" in checked.stdout, checked.stdout
     assert f"{victim}.parquet" in checked.stdout
-    path.write_bytes(path.read_bytes())  # rewritten (a new mtime): read whole again without being asked
-    assert "1 pending" in podscribe("status", str(out), cache_dir=cache_dir).stdout
+    assert f"segments/{victim}" not in json.loads((out / "verified.json").read_text()), "found damaged, still kept"
+    repaired = podscribe("transcribe", *TINY, "--out", str(out), *map(str, inputs), cache_dir=cache_dir)
+    assert "done: 1, failed: 0, already done: 1" in repaired.stdout, repaired.stderr
+    assert list((out / "damaged" / "segments").iterdir()), "the damaged table is kept aside"

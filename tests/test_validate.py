@@ -115,6 +115,7 @@ def test_speaker_names_of_a_wrong_shape_in_a_job_file_exit_2_and_create_no_job(t
         ("speaker_names = {garden = [1, 2]}", 'speaker_names."garden" must be a list of names (strings)'),
         ('speaker_names = {garden = {a = ["Lena"]}}', 'speaker_names."garden" must be a list of names'),
         ('speaker_names = {"" = ["Lena"]}', "empty show key"),
+        ('speaker_names = {"." = ["Lena"]}', 'speaker_names."." is not a folder name, path tail or pattern'),
         ('[speaker_names]\ngarden = ["Lena"]\nmax_attempts = 3', "max_attempts went into it"),
         ('[speaker_names]\ngarden = ["Lena"]\nsubtitles = ["srt"]', "subtitles went into it"),  # a valid show
     ):

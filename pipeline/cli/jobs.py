@@ -38,8 +38,9 @@ def _log_to(path: Path | None) -> None:
     for terminal in root.handlers:  # the file gets INFO; the terminal keeps what it showed (WARNING, or -v's DEBUG)
         if terminal.level == logging.NOTSET:
             terminal.setLevel(root.level)
-    logging.getLogger("podscribe").addHandler(handler)
-    logging.getLogger("podscribe").setLevel(logging.INFO)
+    logger = logging.getLogger("podscribe")
+    logger.addHandler(handler)
+    logger.setLevel(min(logging.INFO, logger.getEffectiveLevel()))  # -v's DEBUG stays DEBUG
 
 
 class Stopper:

@@ -240,7 +240,7 @@ def job_status(root: Path, verify: bool = False) -> JobStatus:
     st.files_active = len(workers.held_claims(root))
     done_ids = {fid for fid, r in rows.items() if r["status"] == "done" and r.get("n_flagged")}
     if done_ids:
-        for flags in job.read("segments", done_ids).column("flags").to_pylist():
+        for flags in job.read("segments", done_ids, columns=["flags"]).column("flags").to_pylist():  # that column only
             for flag in flags or []:
                 st.flagged[flag] = st.flagged.get(flag, 0) + 1
     st.problems += [damage_hint(path, error) for path, error in job.damaged]

@@ -45,6 +45,10 @@ def parse(value, where: str = "speaker_names") -> tuple[Names, ByShow]:
         for key, names in value.items():
             if not key.strip():
                 raise ShapeError(f"{where} has an empty show key; {EXAMPLE}")
+            try:
+                PurePath("x").match(key.strip())
+            except ValueError as exc:  # "." and the like: no path matches it ("empty pattern")
+                raise ShapeError(f'{where}."{key}" is not a folder name, path tail or pattern ({exc})') from exc
             if isinstance(names, str):
                 raise ShapeError(f'{where}."{key}" must be a list of names, e.g. ["Lena", "Walter"], not {names!r}')
             by_show.append((key.strip(), _names(names, f'{where}."{key}"')))

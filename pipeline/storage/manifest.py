@@ -42,7 +42,7 @@ from ..facts.rows import PieceRow, SegmentRow
 from .atomic import atomic_write_bytes, try_flock
 from .identity import Fingerprints
 from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES
-from .verified import Verified
+from .verified import VERIFIED, Verified
 
 __all__ = ["ConfigChanged", "JobLocked", "JobDir", "write_table", "row_paths", "damage_hint", "is_job", "jobs_below"]
 
@@ -254,6 +254,8 @@ class JobDir:
         for name in ("files", "segments", "pieces", "partial"):
             shutil.rmtree(self.root / name, ignore_errors=True)
         (self.root / "job.json").unlink(missing_ok=True)
+        (self.root / VERIFIED).unlink(missing_ok=True)
+        self.verified = Verified(self.root)
 
     # -- pieces of unfinished files ----------------------------------------------
 
@@ -362,6 +364,7 @@ class JobDir:
         for f, result in zip(files, found):
             if isinstance(result, str):
                 self.damaged.append((f, result))
+                self.verified.forget(f"{table}/{f.stem}")  # the next run reads it whole and sets it aside
             else:
                 tables.append(result)
         if tables:
@@ -373,10 +376,11 @@ class JobDir:
         """The table file exists and reads whole: its footer (a truncated write) and every page (bytes damaged in
         the middle: a page that does not decode, or one that fails its CRC). Unreadable ones land in ``damaged``.
 
-        Pages are read once per table: a table that read whole is remembered by its size, mtime and inode
+        Pages are read once per table: a table that read whole is remembered by its size, times and inode
         (``verified.py``; tables are written once, atomically, so a new write is a new inode), and is then checked
         by its footer alone. Planning and `status` of an archive of thousands of episodes read no table data that way;
-        `status --verify` (``verify_all``) reads every page again, for damage that kept the file's stat."""
+        `status --verify` (``verify_all``) reads every page again, for damage that kept the file's stat; a table
+        found damaged is forgotten (the one write a `status` makes), so the next run reads it whole again."""
         path = self.table_path(table, file_id)
         key = f"{table}/{file_id}"
         try:
@@ -390,6 +394,7 @@ class JobDir:
         except UNREADABLE as exc:
             if path.exists():
                 self.damaged.append((path, str(exc)))
+                self.verified.forget(key)  # found by `status --verify` or a reader: the next run reads it whole
             return False
         self.verified.remember(key, stamp)
         return True
