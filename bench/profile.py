@@ -196,7 +196,8 @@ class Sampler(threading.Thread):
             for ident, cpu in clocks.items():
                 thread = threading._active.get(ident)  # noqa: SLF001  (a thread's name, for the table)
                 stage = f"{thread.name if thread else ident}: {classify(frames[ident], self.passes, self.leaves)}"
-                used = cpu - last_threads.get(ident, cpu)  # a thread's CPU before its first sample: not counted
+                last = last_threads.get(ident, cpu)  # a thread's CPU before its first sample: not counted
+                used = cpu - last if cpu >= last else cpu  # below the last reading: a new thread under a reused id
                 last_threads[ident] = cpu
                 a.beside_wall_s[stage] += dt
                 a.beside_cpu_s[stage] += used
