@@ -67,10 +67,7 @@ def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
         if durable:
             _fsync_dir(path.parent)
     except OSError as exc:
-        raise StorageError(
-            f"cannot write {path}: {exc.strerror or exc}; free space or fix permissions, "
-            "then rerun the same command: it resumes where it stopped"
-        ) from exc
+        raise _cannot_write(path, exc) from exc
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
@@ -124,10 +121,7 @@ def atomic_write_many(files: list[tuple[Path, bytes]], durable: bool = True) -> 
         for folder in {Path(p).parent for p, _ in files} if durable else ():
             _fsync_dir(folder)
     except OSError as exc:
-        raise StorageError(
-            f"cannot write {path}: {exc.strerror or exc}; free space or fix permissions, "
-            "then rerun the same command: it resumes where it stopped"
-        ) from exc
+        raise _cannot_write(path, exc) from exc
     finally:
         for tmp, _ in temps:
             if tmp is not None:
@@ -192,3 +186,11 @@ def try_flock(fd: int, shared: bool = False) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def _cannot_write(path, exc: OSError) -> StorageError:
+    """What a write that failed says, wherever it failed (one file or many)."""
+    return StorageError(
+        f"cannot write {path}: {exc.strerror or exc}; free space or fix permissions, "
+        "then rerun the same command: it resumes where it stopped"
+    )
