@@ -189,7 +189,7 @@ def test_a_file_touched_under_a_job_is_hashed_once_and_a_file_rewritten_is_caugh
     """A checkpoint asks whether the file still holds what was claimed: a touch (same bytes, new mtime) is hashed
     once and its new stat remembered, not hashed again at every later checkpoint; new bytes give their new id."""
     from pipeline.job.inputs import InputRef
-    from pipeline.job.state import Task
+    from pipeline.job.plan import Task
     from pipeline.storage.identity import identify
 
     path = tmp_path / "ep.wav"

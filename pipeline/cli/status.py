@@ -18,10 +18,12 @@ from pathlib import Path
 
 from ..facts.errors import DamagedState
 from ..job.config import LABELS
+from ..job.inputs import InputRef
+from ..job.plan import plan
 from ..job.progress import clock
-from ..job.state import DONE_TABLES, file_state, needs_labels
+from ..job.state import DONE_TABLES, needs_labels, read_state
 from ..storage import workers
-from ..storage.manifest import JobDir, damage_hint, row_paths
+from ..storage.manifest import JobDir, damage_hint
 from ..storage.probes import ProbeCache
 from .job_report import partial_rate
 
@@ -169,7 +171,8 @@ def _shown(path: str) -> str:
 
 
 def job_status(root: Path, verify: bool = False) -> JobStatus:
-    """The job as its next plan would see it (``verify``: every done table's pages read again)."""
+    """The job as its next run would plan it (``verify``: every done table's pages read again): the counts are
+    the plan's (``job/plan.py``), rendered; nothing is written into the job dir."""
     job = JobDir(root, verify_all=verify)
     st = JobStatus(Path(root))
     try:
@@ -181,21 +184,32 @@ def job_status(root: Path, verify: bool = False) -> JobStatus:
         )
     diarize = record.get("config", {}).get(LABELS)
     labels = JobDir.config_hash(diarize) if isinstance(diarize, dict) else None  # as a labelled row keeps it
-    rows = {r["file_id"]: r for r in job.file_rows()}
-    by_path = {p: fid for fid, r in rows.items() for p in row_paths(r)}
-    for r in rows.values():
-        state = file_state(job, r)  # the rule the worker plans by
-        if state == "pending":  # done, but its segments or pieces cannot be read: decoded again by the next run
+    inputs = record.get("inputs", [])
+    refs = [InputRef(Path(p)) for p in (inputs if isinstance(inputs, list) else []) if isinstance(p, str)]
+    st.planning = workers.planning(root)
+    # read-only here (status never writes into the job dir); while a worker hashes the inputs, what it has not
+    # hashed yet is not read a second time
+    state = read_state(job, refs, job.fingerprints(), hash_new=not st.planning)
+    planned = plan(state, labels)
+    known = ProbeCache(root)  # durations as the runs probed them: status never runs ffprobe
+    rows = planned.rows
+    pending: set[str] = set()
+    for file_id, now in planned.states.items():
+        r = rows.get(file_id)
+        if now == "pending" and r is None:  # an input no run has finished
+            pending.add(file_id)
+            continue
+        if now == "pending":  # done, but its segments or pieces cannot be read: decoded again by the next run
             for table, count in DONE_TABLES:
-                if r[count] and not job.table_path(table, r["file_id"]).exists():
+                if r[count] and not job.table_path(table, file_id).exists():
                     st.problems.append(f"the {table} table of {r['path']} is missing: rerun the job to decode it again")
             st.pending += 1
             st.audio_left_s += r["duration_s"] or 0.0
             continue
-        if state == "done":
+        if now in ("done", "relabel"):
             st.done += 1
-            if labels is not None and needs_labels(r, labels):
-                st.unlabelled.append((r["path"], any(os.path.isfile(p) for p in row_paths(r))))
+            if now == "relabel" or (file_id not in planned.listed and needs_labels(r, labels)):  # as the run says
+                st.unlabelled.append((r["path"], file_id in planned.listed))
             st.audio_done_s += r["duration_s"] or 0.0
             st.wall_s += r["wall_s"] or 0.0
             mine = st.per_worker.setdefault(r.get("worker") or "?", [0.0, 0.0])
@@ -207,25 +221,8 @@ def job_status(root: Path, verify: bool = False) -> JobStatus:
         else:
             st.failed += 1
             st.failures.append((r["path"], r["error"]))
-    fingerprints = job.fingerprints()  # read-only here: status never writes into the job dir
-    known = ProbeCache(root)  # durations as the runs probed them: status never runs ffprobe
-    pending: set[str] = set()
-    inputs = record.get("inputs", [])
-    st.planning = workers.planning(root)
-    for path in map(Path, inputs if isinstance(inputs, list) else []):
-        ident = fingerprints.known(path) if st.planning else fingerprints.identify(path)
-        if ident is None:  # a worker is hashing it now: not read a second time here
-            st.unread += 1
-            continue
-        if ident.file_id in rows:  # counted above (a failed unreadable input among them)
-            continue
-        if not ident.readable:
-            if by_path.get(str(path), ident.file_id) != ident.file_id:  # it had content: results kept
-                st.missing.append(str(path))
-            else:
-                pending.add(ident.file_id)
-            continue
-        pending.add(ident.file_id)
+    st.missing = [path for path, _ in planned.missing]
+    st.unread = planned.unread
     partial = job.root / "partial"
     half_done = {p.name for p in partial.iterdir() if p.is_dir()} if partial.is_dir() else set()
     pending |= {fid for fid in half_done if fid not in rows}  # still pending after a run with other inputs
@@ -238,10 +235,10 @@ def job_status(root: Path, verify: bool = False) -> JobStatus:
     st.partial_rate = partial_rate(Path(root)) if not st.done else 0.0
     st.workers_active = len(workers.live_workers(root))
     st.files_active = len(workers.held_claims(root))
-    done_ids = {fid for fid, r in rows.items() if r["status"] == "done" and r.get("n_flagged")}
+    done_ids = {fid for fid, r in rows.items() if planned.states[fid] in ("done", "relabel") and r.get("n_flagged")}
     if done_ids:
         for flags in job.read("segments", done_ids, columns=["flags"]).column("flags").to_pylist():  # that column only
             for flag in flags or []:
                 st.flagged[flag] = st.flagged.get(flag, 0) + 1
-    st.problems += [damage_hint(path, error) for path, error in job.damaged]
+    st.problems += [damage_hint(path, error) for path, error in state.damaged + job.take_damage()]
     return st

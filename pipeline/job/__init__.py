@@ -1,7 +1,9 @@
 """One worker of a job, by concern: what ``run`` composes.
 
 - ``inputs``: the files, folders and globs a command names, as input paths;
-- ``state``: what each input is (its content), and the one rule for what is done, failed, pending or to relabel;
+- ``state``: the job read without writing (one value: rows, each content's state by the one rule, each input's
+  content, damaged tables); ``plan``: from it, the tasks and the repairs the run applies under the lock (``status``
+  and ``--dry-run`` render the same plan);
 - ``config``: the options of a run, what of them decides the output, the policy for resuming older or other jobs;
 - ``schedule``: which file next: claims, longest first, suspects last, one-piece files in one batch, lookahead;
 - ``stream``: a file's pieces read in the background; ``onefile``: one file decoded, checkpointed, its row written;

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..audio import media
@@ -146,44 +146,49 @@ def _measured_instead(key: RateKey, cache_dir: Path | None) -> list[str]:
 
 @dataclass
 class _Job:
-    """What a job dir already holds for the inputs, read without writing."""
+    """What a run would do with the inputs, as it would plan it (``plan.py``), read without writing."""
 
     done: list[tuple[str, float]]  # (path, audio s)
     failed: list[str]
     left: list  # InputRef
     probed: dict  # path of an input left -> what ffprobe said of its content on an earlier run (probes.json)
+    missing: list[str] = field(default_factory=list)  # cannot be read now; earlier results kept
+    damaged: list[str] = field(default_factory=list)  # damaged tables (the run moves them aside, decodes again)
 
 
 def _job_state(refs: list, out_dir: Path | None, options) -> _Job:
     from ..facts.errors import DamagedState
     from ..storage.manifest import JobDir
     from ..storage.probes import ProbeCache
-    from .state import file_state
+    from .config import speaker_config
+    from .plan import plan
+    from .state import read_state
 
     job = JobDir(out_dir) if out_dir is not None else None
     if job is None or options.restart or not (job.root / "job.json").is_file():
         return _Job([], [], list(refs), {})
-    try:
-        rows = {r["file_id"]: r for r in job.file_rows()}
+    try:  # the fingerprints are read, never saved: a dry run writes nothing
+        state = read_state(job, refs, job.fingerprints())
     except DamagedState:
         return _Job([], [], list(refs), {})
+    planned = plan(state, speaker_config(options), options.retry_failed)
     known = ProbeCache(job.root)
-    fps = job.fingerprints()  # read, never saved: a dry run writes nothing
-    done, failed, left, probed = [], [], [], {}
-    for ref in refs:
-        ident = fps.identify(ref.path) if not ref.error else None
-        row = rows.get(ident.file_id) if ident is not None and ident.readable else None
-        state = file_state(job, row)
-        if state == "done":
-            done.append((str(ref.path), row["duration_s"] or 0.0))
-        elif state == "failed" and not options.retry_failed:
-            failed.append(str(ref.path))
+    out = _Job([], [], [], {}, [path for path, _ in planned.missing], [str(path) for path, _ in state.damaged])
+    missing = set(out.missing)
+    for i in state.inputs:
+        if i.path in missing:
+            continue
+        now = planned.states.get(i.ident.file_id)
+        if now in ("done", "relabel"):  # (speaker labels added to a done file: not decoded again)
+            out.done.append((i.path, planned.rows[i.ident.file_id]["duration_s"] or 0.0))
+        elif now == "failed":
+            out.failed.append(i.path)
         else:
-            left.append(ref)
-            info = known.get(ident.file_id) if ident is not None and ident.readable else None
+            out.left.append(i.ref)
+            info = known.get(i.ident.file_id) if i.ident.readable else None
             if info is not None:
-                probed[str(ref.path)] = info
-    return _Job(done, failed, left, probed)
+                out.probed[i.path] = info
+    return out
 
 
 def plan(inputs: list[str], options, workers: int = 1) -> str:
@@ -218,6 +223,10 @@ def plan(inputs: list[str], options, workers: int = 1) -> str:
         )
         lines += [f"  done    {path}" for path, _ in job.done]
         lines += [f"  failed  {path}" for path in job.failed]
+    lines += [f"  missing {path} (cannot be read now; the results of an earlier run are kept)" for path in job.missing]
+    lines += [
+        f"  damaged table {path}: the run moves it to damaged/ and decodes its input again" for path in job.damaged
+    ]
     lines.append(
         f"{len(good)} inputs left, {clock(total_s)} of audio" + (f"; {len(bad)} cannot be read" if bad else "")
     )

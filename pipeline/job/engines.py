@@ -189,7 +189,7 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
 
 def _work_left(inputs: list[str], options: JobOptions) -> bool:
     from ..storage.manifest import JobDir
-    from .state import work_left
+    from .plan import work_left
 
     job = JobDir(options.out_dir)
     return not (job.root / "job.json").is_file() or work_left(expand_inputs(inputs), job, options)

@@ -26,7 +26,8 @@ from ..storage.manifest import JobDir
 from . import isolate, progress
 from .config import JobOptions
 from .onefile import FileContext, Predecoded, base_row, now, run_one, with_labels
-from .state import ContentChanged, Task, check_unchanged, needs_labels, quarantine_damaged
+from .plan import ContentChanged, Task, check_unchanged, quarantine
+from .state import needs_labels
 from .stream import Stream
 from .summary import JobSummary
 from .trace import trace
@@ -148,12 +149,10 @@ class FileWork:
 def relabel_one(ctx: FileContext, row: dict, summary: JobSummary) -> tuple[dict, list[SegmentRow]] | None:
     """A finished file that needs speaker labels (``--diarize`` added or changed): its segments labelled, nothing
     decoded again. Segments first, the files row last, each written atomically."""
-    known_damage = len(ctx.job.damaged)
     segments = ctx.job.read("segments", {ctx.file_id}).to_pylist()
-    if (
-        len(ctx.job.damaged) > known_damage or not segments
-    ):  # damaged or gone since planning: the next run decodes the file again
-        quarantine_damaged(ctx.job)
+    damage = ctx.job.take_damage()
+    if damage or not segments:  # damaged or gone since planning: the next run decodes the file again
+        quarantine(ctx.job, damage)
         summary.warnings.append((str(ctx.path), "its segments table could not be read: not labelled"))
         summary.already_done += 1
         return

@@ -34,7 +34,7 @@ from ..facts.errors import PodscribeError
 
 if TYPE_CHECKING:
     from .config import JobOptions
-    from .state import Task
+    from .plan import Task
     from .summary import JobSummary
 
 log = logging.getLogger("podscribe")

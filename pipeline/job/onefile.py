@@ -28,14 +28,14 @@ from ..facts.runtime import return_freed_memory
 from ..storage import tables, workers
 from ..storage.manifest import JobDir
 from . import Interrupted, progress
-from .state import check_unchanged
+from .plan import check_unchanged
 from .stream import Stream, read, with_last
 from .trace import crash_test, trace
 
 if TYPE_CHECKING:
     from ..decode import Transcriber
     from ..diarize.diarizer import Diarizer
-    from .state import Task
+    from .plan import Task
     from .summary import JobSummary
 
 log = logging.getLogger("podscribe")

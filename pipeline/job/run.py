@@ -21,12 +21,22 @@ from ..outputs.export import check_writable
 from ..outputs.ownership import output_names
 from ..storage import workers
 from ..storage.manifest import JobDir, row_paths
-from . import progress, state
-from .config import JobOptions, check_config, job_config, job_models, load_diarizer, output_hash, set_threads
+from . import plan, progress
+from .config import (
+    JobOptions,
+    check_config,
+    job_config,
+    job_models,
+    load_diarizer,
+    output_hash,
+    set_threads,
+    speaker_config,
+)
 from .finish import export_at_end, update_site
 from .inputs import InputRef, expand_inputs
+from .plan import Task
 from .schedule import Worker
-from .state import Task
+from .state import read_state
 from .summary import JobSummary
 
 if TYPE_CHECKING:
@@ -138,8 +148,8 @@ def prepare(
     since was written by another worker), and the output file name of each input path."""
     others = workers.live_workers(job.root, besides=registration.path)
     if options.restart:
-        summary.warnings += state.restart(job, others)
-    rows = state.readable_rows(job)
+        summary.warnings += plan.restart(job, others)
+    rows = job.file_rows()  # a damaged one is moved aside with the plan's other repairs
     check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
     wanted = (
@@ -152,9 +162,13 @@ def prepare(
         inputs = list(dict.fromkeys([*earlier.get("inputs", []), *inputs]))
         wanted = ownership.join(earlier.get("outputs"), wanted, job.root)
     job.write_job(config, inputs, wanted, speaker_names(options) or earlier.get("speaker_names"))
-    todo = state.plan(refs, job, rows, options, summary, planning)
+    fps = job.fingerprints()
+    now = read_state(job, refs, fps, planning=planning, rows=rows)
+    planned = plan.plan(now, speaker_config(options), options.retry_failed, options.launched_at)
+    plan.apply(job, planned.repairs, fps)
+    planned.into(summary)
     names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
-    return todo, {r["file_id"]: r.get("finished_at") for r in rows}, names
+    return planned.tasks, {r["file_id"]: r.get("finished_at") for r in rows}, names
 
 
 def speaker_names(options: JobOptions) -> dict | None:
@@ -174,7 +188,7 @@ def restart_job(root: Path, restart: bool) -> None:
     if restart:
         job = JobDir(root)
         with job.locked():
-            state.restart(job, workers.live_workers(job.root))
+            plan.restart(job, workers.live_workers(job.root))
 
 
 def alone_worker(options: JobOptions, config_hash: str, stop) -> Worker:

@@ -23,7 +23,7 @@ from ..storage import probes, workers
 from . import Interrupted, isolate, progress
 from .finish import FileWork
 from .onefile import LanguageLock, Predecoded
-from .state import ContentChanged, Task
+from .plan import ContentChanged, Task
 from .stream import Lookahead, Stream, read
 from .trace import crash_test, trace
 

@@ -16,7 +16,7 @@ from .trace import trace
 
 if TYPE_CHECKING:
     from ..decode import Transcriber
-    from .state import Task
+    from .plan import Task
 
 
 @dataclass

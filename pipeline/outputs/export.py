@@ -209,9 +209,10 @@ def export_job(
     segments_by_file: dict[str, list[SegmentRow]] = {}
     for seg in job.read("segments", {r["file_id"] for r in files}).to_pylist():
         segments_by_file.setdefault(seg["file_id"], []).append(seg)
-    damaged = {path.stem for path, _ in job.damaged}
+    damage = job.take_damage()
+    damaged = {path.stem for path, _ in damage}
     if problems is not None:
-        problems += [damage_hint(path, error) for path, error in job.damaged]
+        problems += [damage_hint(path, error) for path, error in damage]
     written = Exported()
     listed = {p for row in rows for p in row_paths(row)}
     with contextlib.suppress(DamagedState):

@@ -125,7 +125,7 @@ def jobs_below(root: Path, depth: int = 2) -> list[Path]:
 class JobDir:
     def __init__(self, root: Path, verify_all: bool = False):
         self.root = Path(root)
-        self.damaged: list[tuple[Path, str]] = []  # tables that could not be read, found by read()
+        self._damage: list[tuple[Path, str]] = []  # tables found unreadable since the last take_damage()
         self.verify_all = verify_all  # `status --verify`: every done table's pages read again, remembered or not
         self.verified = Verified(self.root)  # tables whose every page read back whole (verified.py)
 
@@ -363,7 +363,7 @@ class JobDir:
         tables = []
         for f, result in zip(files, found):
             if isinstance(result, str):
-                self.damaged.append((f, result))
+                self._damage.append((f, result))
                 self.verified.forget(f"{table}/{f.stem}")  # the next run reads it whole and sets it aside
             else:
                 tables.append(result)
@@ -372,9 +372,15 @@ class JobDir:
         schema = TABLES[table]
         return (schema if columns is None else pa.schema([schema.field(c) for c in columns])).empty_table()
 
+    def take_damage(self) -> list[tuple[Path, str]]:
+        """The tables found unreadable (path, error) by the reads since the last call: the reader that asked
+        decides what to do with them (planning moves them aside, ``status`` and ``export`` report them)."""
+        damage, self._damage = self._damage, []
+        return damage
+
     def readable(self, table: str, file_id: str) -> bool:
         """The table file exists and reads whole: its footer (a truncated write) and every page (bytes damaged in
-        the middle: a page that does not decode, or one that fails its CRC). Unreadable ones land in ``damaged``.
+        the middle: a page that does not decode, or one that fails its CRC). Unreadable ones are listed in ``take_damage()``.
 
         Pages are read once per table: a table that read whole is remembered by its size, times and inode
         (``verified.py``; tables are written once, atomically, so a new write is a new inode), and is then checked
@@ -393,7 +399,7 @@ class JobDir:
             return False
         except UNREADABLE as exc:
             if path.exists():
-                self.damaged.append((path, str(exc)))
+                self._damage.append((path, str(exc)))
                 self.verified.forget(key)  # found by `status --verify` or a reader: the next run reads it whole
             return False
         self.verified.remember(key, stamp)
