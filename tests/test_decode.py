@@ -41,8 +41,8 @@ def _tokens(models, pieces, **opts):
 # chances and word timings too): test_second_chances.py.
 @pytest.mark.identity
 @pytest.mark.parametrize("seed", [0])
-def test_tiny_random_pair_assistant_is_token_identical(seed, base_models, speech_pieces):
-    main = tiny_random_models(base_models, seed)
+def test_tiny_random_pair_assistant_is_token_identical(seed, base_vocabulary, speech_pieces):
+    main = tiny_random_models(base_vocabulary, seed)
     pieces = speech_pieces[:1]  # random weights babble to the length limit: one piece is enough
     alone, _ = _tokens(main, pieces, **FIRST_PASS)
     for name, draft in [
@@ -181,23 +181,23 @@ def test_silence_is_not_decoded(tiny_en_models):
     assert results[0].skipped == "silence" and results[0].segments == [] and results[0].stats.main_calls == 0
 
 
-def test_assistant_checkpoints_load_decoder_only_or_seq2seq(base_models, speech_pieces, tmp_path, runtime, cache_dir):
+def test_assistant_checkpoints_load_decoder_only_or_seq2seq(base_vocabulary, speech_pieces, tmp_path, cache_dir):
     """A Distil-Whisper-like checkpoint (same encoder shape) drafts with the main encoder; another shape keeps
     its own encoder. Both leave the main model's tokens as they are."""
     from transformers import WhisperForCausalLM, WhisperForConditionalGeneration
 
     from pipeline.models.load import load_assistant
 
-    main = tiny_random_models(base_models, 5)
+    main = tiny_random_models(base_vocabulary, 5)
     alone, _ = _tokens(main, speech_pieces[:1], **FIRST_PASS)
     for name, kind, seed, d_model in [
         ("same", WhisperForCausalLM, 6, 64),
         ("other", WhisperForConditionalGeneration, 7, 32),
     ]:
-        draft_models = tiny_random_models(base_models, seed, d_model=d_model)
+        draft_models = tiny_random_models(base_vocabulary, seed, d_model=d_model)
         draft_models.main.save_pretrained(tmp_path / name)
-        base_models.processor.save_pretrained(tmp_path / name)
-        draft = load_assistant(str(tmp_path / name), main.main, main.processor, runtime, cache_dir)
+        draft_models.processor.save_pretrained(tmp_path / name)
+        draft = load_assistant(str(tmp_path / name), main.main, main.processor, main.runtime, cache_dir)
         assert type(draft) is kind
         assisted, results = _tokens(with_assistant(main, draft, name), speech_pieces[:1], **FIRST_PASS)
         assert assisted == alone and results[0].stats.draft_calls > 0

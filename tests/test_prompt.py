@@ -145,12 +145,12 @@ def test_options_blank_prompts_and_special_tokens(base_models):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_tiny_random_pairs_with_prompt(seed, base_models, pieces):
+def test_tiny_random_pairs_with_prompt(seed, base_vocabulary, pieces):
     """Random weights babble to the length limit (lowered to 60; transformers adds the prompt to it per pass,
     and seed 1 takes two passes per piece): plain and drafted, batch 1 and 4, equal transformers' output with
     the same prompt_ids. A decoder-only draft at both sizes; the int8 self-draft (seed 0) or a seq2seq draft
     (seed 1) at batch 4."""
-    main = tiny_random_models(base_models, seed)
+    main = tiny_random_models(base_vocabulary, seed)
     main.main.generation_config.max_length = 60
     context = Generator(main, use_assistant=False).context(PROMPT, HOTWORDS)
     features = _features(main, pieces)
@@ -165,14 +165,16 @@ def test_tiny_random_pairs_with_prompt(seed, base_models, pieces):
         f"seed {seed} decoder-only",
     )
     other = (
-        quantized_self_draft(main.main) if seed == 0 else tiny_random_models(base_models, 100 + seed, d_model=32).main
+        quantized_self_draft(main.main)
+        if seed == 0
+        else tiny_random_models(base_vocabulary, 100 + seed, d_model=32).main
     )
     _check(with_assistant(main, other, "other"), features, reference, context, f"seed {seed} other", sizes=(4,))
 
 
-def test_tiny_random_pair_with_the_longest_prompt(base_models, pieces):
+def test_tiny_random_pair_with_the_longest_prompt(base_vocabulary, pieces):
     """A prompt of 224 tokens + 3 start tokens: transformers adds at most 223 to a pass's length limit."""
-    main = tiny_random_models(base_models, 5)
+    main = tiny_random_models(base_vocabulary, 5)
     main.main.generation_config.max_length = 60
     context = Generator(main, use_assistant=False).context(" ".join(f"name{i}" for i in range(200)), None)
     assert len(context) == 224

@@ -94,10 +94,10 @@ def _check(models, features, reference, timestamps: bool, label: str, sizes=BATC
 # -- the rules ---------------------------------------------------------------------
 
 
-def test_rules_equal_transformers_processors(base_models):
+def test_rules_equal_transformers_processors(base_vocabulary):
     """Random prefixes (text, timestamps, pairs, <|0.00|>) and logits: same masked logits as transformers'."""
-    gen = copy.deepcopy(base_models.main.generation_config)
-    vocab = base_models.main.config.vocab_size
+    gen = copy.deepcopy(base_vocabulary.generation_config)
+    vocab = base_vocabulary.size
     ts_begin = gen.no_timestamps_token_id + 1
     rng = np.random.default_rng(0)
     for timestamps in (True, False):
@@ -145,9 +145,9 @@ def test_rules_equal_transformers_processors(base_models):
 
 
 @pytest.mark.identity
-def test_kv_cache_decoder_logits_equal_transformers_forward(base_models):
+def test_kv_cache_decoder_logits_equal_transformers_forward(base_vocabulary):
     """Rows at different lengths, fed in uneven chunks, give transformers' logits for their own prefixes."""
-    models = tiny_random_models(base_models, 11)
+    models = tiny_random_models(base_vocabulary, 11)
     torch.manual_seed(0)
     encoded = torch.randn(3, 1500, 64)
     ids = torch.randint(0, 50000, (3, 24))
@@ -171,12 +171,12 @@ def test_kv_cache_decoder_logits_equal_transformers_forward(base_models):
 
 
 @pytest.mark.identity
-def test_a_rows_step_does_not_depend_on_how_far_the_rows_beside_it_are(base_models):
+def test_a_rows_step_does_not_depend_on_how_far_the_rows_beside_it_are(base_vocabulary):
     """In int8 (row-exact linear layers), the main model's one-token and verify steps give a row bit-identical
     logits in a batch whose other rows are ahead or behind it and decoded alone: each row attends over exactly
     its own keys. An attention call's sums depend on the number of keys it runs over, masked ones too, and int8
     turns such a last bit into a whole quantization step (base int8 with its self-draft flipped a timestamp)."""
-    model = quantize(copy.deepcopy(tiny_random_models(base_models, 11).main), "int8")
+    model = quantize(copy.deepcopy(tiny_random_models(base_vocabulary, 11).main), "int8")
     torch.manual_seed(0)
     encoded = torch.randn(3, 1500, 64)
     ids = torch.randint(0, 50000, (3, 204))
@@ -225,17 +225,17 @@ def test_features_and_encoder_a_piece_at_a_time_equal_the_batch(compute_type, ba
 @pytest.mark.identity
 @pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize("timestamps", [True, False])
-def test_tiny_random_pairs(seed, timestamps, base_models, pieces):
+def test_tiny_random_pairs(seed, timestamps, base_vocabulary, pieces):
     """Random weights babble until the length limit: it is lowered to 60 tokens (both sides see the same
     generation config) so that every batch size and draft kind fits in the test time."""
-    main = tiny_random_models(base_models, seed)
+    main = tiny_random_models(base_vocabulary, seed)
     main.main.generation_config.max_length = 60
     features = _features(main, pieces)
     reference = hf_generate(main.main, features, ["en"] * len(pieces), timestamps)
     drafts = [
         ("decoder-only", perturbed_draft(main.main, seed)),
         ("self-int8", quantized_self_draft(main.main)),
-        ("seq2seq", tiny_random_models(base_models, 100 + seed, d_model=32).main),
+        ("seq2seq", tiny_random_models(base_vocabulary, 100 + seed, d_model=32).main),
     ]
     _check(main, features, reference, timestamps, f"seed {seed} main alone", seed_sizes(seed, timestamps))
     for name, draft in drafts:
@@ -244,9 +244,9 @@ def test_tiny_random_pairs(seed, timestamps, base_models, pieces):
 
 
 @pytest.mark.parametrize("timestamps", [True, False])
-def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_models, pieces):
+def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_vocabulary, pieces):
     """With Whisper's own limit (448 positions, prompt included) rows stop exactly where transformers stops."""
-    main = tiny_random_models(base_models, 4)
+    main = tiny_random_models(base_vocabulary, 4)
     features = _features(main, pieces[:3])
     reference = hf_generate(main.main, features, ["en"] * 3, timestamps)
     ours = _check(
@@ -263,16 +263,16 @@ def test_tiny_random_pair_at_whispers_length_limit(timestamps, base_models, piec
 
 @pytest.mark.identity
 @pytest.mark.parametrize("timestamps", [True, False])
-def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_models, pieces):
+def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_vocabulary, pieces):
     """Compute type int8: the int8 model's greedy tokens (its own, decoded alone at batch 1) at every batch size
     and with every draft kind — drafts in int8 too (they follow the main model), or self-int8 made from the
     float weights. The guarantee float32 has, kept by quantizing activations per token (backend/quantize.py)."""
-    tiny = tiny_random_models(base_models, 7)
+    tiny = tiny_random_models(base_vocabulary, 7)
     tiny.main.generation_config.max_length = 60
     drafts = [
         ("self-int8", quantized_self_draft(tiny.main)),
         ("decoder-only", quantize(perturbed_draft(tiny.main, 7), "int8")),
-        ("seq2seq", quantize(tiny_random_models(base_models, 107, d_model=32).main, "int8")),
+        ("seq2seq", quantize(tiny_random_models(base_vocabulary, 107, d_model=32).main, "int8")),
     ]
     int8 = int8_copy(tiny)
     features = _features(int8, pieces)
@@ -283,11 +283,11 @@ def test_int8_main_model_speculative_or_not_at_any_batch_size(timestamps, base_m
 
 
 @pytest.mark.identity
-def test_weight_only_int8_main_model_speculative_or_not_at_any_batch_size(base_models, pieces):
+def test_weight_only_int8_main_model_speculative_or_not_at_any_batch_size(base_vocabulary, pieces):
     """Compute type int8_float32 (the weight-only int8 of CUDA's int8_float16, in an exact dtype): the model's own
     greedy tokens at every batch size and with a draft that follows it (its fused projections weight-only int8
     too). In float16/bfloat16 the same holds up to near-ties, as for float weights."""
-    tiny = tiny_random_models(base_models, 8)
+    tiny = tiny_random_models(base_vocabulary, 8)
     tiny.main.generation_config.max_length = 60
     main = quantize(copy.deepcopy(tiny.main), "weight_only", torch.float32)
     runtime = pick_runtime("cpu", "int8_float32")
@@ -357,7 +357,7 @@ def test_base_with_int8_self_draft(base_self_int8, base_reference):
     assert sum(g.stats.accepted for g in ours) > 0.5 * sum(g.stats.drafted for g in ours)
 
 
-def test_base_with_seq2seq_assistants(base_models, base_reference):
+def test_base_with_seq2seq_assistants(base_models, base_vocabulary, base_reference):
     """A draft with its own encoder (and features): transformers 5.x gets this kind wrong with timestamps
     (docs/decisions/0003-own-decoder.md); podscribe's loop does not. With timestamps, the first four pieces (the
     2 s and the 30 s among them) in one batch: the main model's own copy (it agrees on nearly every token; drafts
@@ -365,21 +365,23 @@ def test_base_with_seq2seq_assistants(base_models, base_reference):
     one (it agrees on next to nothing). Both kinds at the other sizes, with and without timestamps:
     test_tiny_random_pairs."""
     features, reference = base_reference
-    other = with_assistant(base_models, tiny_random_models(base_models, 21, d_model=32).main, "tiny-seq2seq")
+    other = with_assistant(base_models, tiny_random_models(base_vocabulary, 21, d_model=32).main, "tiny-seq2seq")
     _check(other, features, reference, True, "base + a random small seq2seq", sizes=(4,))
     exact_copy = with_assistant(base_models, copy.deepcopy(base_models.main), "copy-seq2seq")
     ours = _check(exact_copy, features, reference, True, "base + its own copy", sizes=(4,))
     assert sum(g.stats.accepted for g in ours) > 0.8 * sum(g.stats.drafted for g in ours)
 
 
-def test_equal_to_transformers_assisted_generate_at_batch_1(base_models, base_self_int8, base_reference, pieces):
+def test_equal_to_transformers_assisted_generate_at_batch_1(
+    base_models, base_self_int8, base_vocabulary, base_reference, pieces
+):
     features, reference = base_reference
     rows = [0, 4]
     hf_assisted = hf_generate(base_models.main, features[rows], ["en"] * len(rows), True, base_self_int8.assistant)
     ours = _ours(base_self_int8, features[rows], True, 1)
     assert [g.tokens for g in ours] == [t for t, _, _ in hf_assisted] == [reference[r][0] for r in rows]
     assert all(calls[1] > 0 for _, _, calls in hf_assisted)
-    tiny = tiny_random_models(base_models, 3)
+    tiny = tiny_random_models(base_vocabulary, 3)
     tiny.main.generation_config.max_length = 60
     draft = with_assistant(tiny, perturbed_draft(tiny.main, 3), "perturbed")
     feats = _features(tiny, pieces[:2])
