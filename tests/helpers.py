@@ -162,6 +162,19 @@ def tiny_random_models(vocabulary: Vocabulary, seed: int, layers: int = 2, d_mod
     )
 
 
+def decode_batches(models: Models, features, timestamps: bool, batch_size: int, context=None, use_assistant=True):
+    """podscribe's loop (``Generator.generate``) over ``features`` in batches of ``batch_size``, English, with a
+    previous-text ``context`` if given: one ``Generated`` per row."""
+    from pipeline.decode.generate import Generator
+
+    g = Generator(models, timestamps=timestamps, use_assistant=use_assistant)
+    out = []
+    for i in range(0, features.shape[0], batch_size):
+        part = features[i : i + batch_size]
+        out += g.generate(part, [g.prompt("en", "transcribe", context or ())] * part.shape[0])
+    return out
+
+
 # The ffmpeg helpers are the benchmarks' (one copy): `write_wav(path, samples)` writes float32 16 kHz mono samples.
 write_wav = encode
 
