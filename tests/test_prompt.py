@@ -1,7 +1,7 @@
-"""Prompts (``initial_prompt``, ``hotwords``): the tokens before every piece, token identity with transformers'
-``generate(prompt_ids=...)`` (plain and speculative, batch 1 and 4), the no-speech probability, language and
-average log-probability as transformers computes them with a prompt, and names that ``base`` misspells
-coming out right with hotwords.
+"""Prompts (``initial_prompt``, ``hotwords``): the tokens before every piece, the no-speech probability, language
+and average log-probability as transformers computes them with a prompt, and names that ``base`` misspells
+coming out right with hotwords. Token identity with transformers' ``generate(prompt_ids=...)`` (plain and
+speculative, batch 1 and 4, random weights and base): the prompt rows of test_identity.py's matrix.
 
 The prompt is ``<|startofprev|>`` + the text tokens, before ``<|startoftranscript|><|lang|><|task|>``, in every
 pass over every piece (podscribe decodes pieces independently).
@@ -14,70 +14,22 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
-from helpers import perturbed_draft, tiny_random_models, with_assistant
 from pipeline.audio import media
 from pipeline.decode import DecodeOptions, Transcriber
 from pipeline.decode.generate import Generator
-from pipeline.decode.hf_generate import hf_generate
-from pipeline.models.load import quantized_self_draft
 
 # names base gets wrong in shared clips (LJ001-0007: "Guttenberg"; LJ001-0031: "Sué and Haim and Panerks ... Suviacol")
 HOTWORDS = "Gutenberg, Sweynheim, Pannartz, Subiaco"
 PROMPT = "A reading from William Morris on the history of printing."
 
 
-@pytest.fixture(scope="module")
-def pieces(clips) -> list[np.ndarray]:
-    """The two clips with the names, a 30 s piece of several clips cut mid-speech, and JFK."""
-    by_name = {c.path.name: c for c in clips}
-    decoded = {
-        n: media.decode(by_name[n].path)
-        for n in (
-            "LJ001-0031.wav",
-            "LJ001-0007.wav",
-            "jfk.flac",
-            "LJ001-0001.wav",
-            "LJ001-0003.wav",
-            "LJ001-0005.wav",
-            "LJ001-0009.wav",
-        )
-    }
-    joined = np.concatenate(
-        [decoded[n] for n in ("LJ001-0001.wav", "LJ001-0003.wav", "LJ001-0005.wav", "LJ001-0009.wav")]
-    )[: 30 * media.SAMPLE_RATE]
-    assert len(joined) == 30 * media.SAMPLE_RATE
-    return [decoded["LJ001-0031.wav"], decoded["LJ001-0007.wav"], joined, decoded["jfk.flac"]]
-
-
 def _features(models, pieces) -> torch.Tensor:
     return models.processor.feature_extractor(
         pieces, sampling_rate=media.SAMPLE_RATE, return_tensors="pt"
     ).input_features
-
-
-def _segments(segs) -> list[tuple]:
-    return [(round(float(s["start"]), 6), round(float(s["end"]), 6), [int(t) for t in s["tokens"]]) for s in segs]
-
-
-def _check(models, features, reference, context, label, sizes=(1, 4)):
-    """Our tokens and segments with ``context`` equal transformers' with the same prompt_ids, at each batch size."""
-    out = None
-    for size in sizes:
-        g = Generator(models, timestamps=True)
-        out = []
-        for i in range(0, features.shape[0], size):
-            part = features[i : i + size]
-            out += g.generate(part, [g.prompt("en", "transcribe", context)] * part.shape[0])
-        for row, (mine, (tokens, segs, _)) in enumerate(zip(out, reference)):
-            assert mine.tokens == tokens, f"{label}, batch {size}, row {row}: token ids differ"
-            assert _segments(mine.segments) == _segments(segs), f"{label}, batch {size}, row {row}: segments differ"
-        if models.assistant is not None:
-            assert sum(g.stats.draft_calls for g in out) > 0, f"{label}: the assistant never ran"
-    return out
 
 
 # -- the prompt's tokens ----------------------------------------------------------------
@@ -139,73 +91,6 @@ def test_options_blank_prompts_and_special_tokens(base_models):
         Transcriber(base_models, DecodeOptions(language="en", initial_prompt="hello <|de|> world"))
     code = "import sys, pipeline.decode.options as o; o.DecodeOptions(hotwords='x'); assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
-
-
-# -- token identity ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_tiny_random_pairs_with_prompt(seed, base_models, pieces):
-    """Random weights babble to the length limit (lowered to 60; transformers adds the prompt to it per pass,
-    and seed 1 takes two passes per piece): plain and drafted, batch 1 and 4, equal transformers' output with
-    the same prompt_ids. A decoder-only draft at both sizes; the int8 self-draft (seed 0) or a seq2seq draft
-    (seed 1) at batch 4."""
-    main = tiny_random_models(base_models, seed)
-    main.main.generation_config.max_length = 60
-    context = Generator(main, use_assistant=False).context(PROMPT, HOTWORDS)
-    features = _features(main, pieces)
-    reference = hf_generate(main.main, features, ["en"] * len(pieces), True, prompt_ids=context)
-    plain = _check(main, features, reference, context, f"seed {seed} main alone")
-    assert all(g.tokens for g in plain)
-    _check(
-        with_assistant(main, perturbed_draft(main.main, seed), "decoder-only"),
-        features,
-        reference,
-        context,
-        f"seed {seed} decoder-only",
-    )
-    other = (
-        quantized_self_draft(main.main) if seed == 0 else tiny_random_models(base_models, 100 + seed, d_model=32).main
-    )
-    _check(with_assistant(main, other, "other"), features, reference, context, f"seed {seed} other", sizes=(4,))
-
-
-def test_tiny_random_pair_with_the_longest_prompt(base_models, pieces):
-    """A prompt of 224 tokens + 3 start tokens: transformers adds at most 223 to a pass's length limit."""
-    main = tiny_random_models(base_models, 5)
-    main.main.generation_config.max_length = 60
-    context = Generator(main, use_assistant=False).context(" ".join(f"name{i}" for i in range(200)), None)
-    assert len(context) == 224
-    features = _features(main, pieces[:2])
-    reference = hf_generate(main.main, features, ["en"] * 2, True, prompt_ids=context)
-    out = _check(main, features, reference, context, "long prompt, main alone", sizes=(1, 2))
-    generated = [g.stats.main_calls for g in out]  # one token per main call without a draft
-    assert max(generated) >= 60 + 223 - (224 + 3), "a row runs to the limit: 60 + 223 positions, prompt included"
-    _check(
-        with_assistant(main, quantized_self_draft(main.main), "self-int8"),
-        features,
-        reference,
-        context,
-        "long prompt, self-int8",
-        sizes=(2,),
-    )
-
-
-@pytest.fixture(scope="module")
-def base_prompt_reference(base_models, pieces):
-    features = _features(base_models, pieces)
-    context = Generator(base_models, use_assistant=False).context(PROMPT, HOTWORDS)
-    return features, context, hf_generate(base_models.main, features, ["en"] * len(pieces), True, prompt_ids=context)
-
-
-def test_base_with_prompt_plain_and_int8_self_draft(base_models, base_self_int8, base_prompt_reference):
-    features, context, reference = base_prompt_reference
-    # all four pieces in one batch, alone and drafted (batch 1 with a prompt and a draft: the tiny random pairs)
-    _check(base_models, features, reference, context, "base with a prompt", sizes=(4,))
-    ours = _check(base_self_int8, features, reference, context, "base + self-int8 with a prompt", sizes=(4,))
-    assert sum(g.stats.accepted for g in ours) > 0.5 * sum(g.stats.drafted for g in ours)
-    text = base_models.tokenizer.decode(reference[0][0], skip_special_tokens=True)
-    assert "Sweynheim" in text and "Pannartz" in text  # the prompt took effect
 
 
 # -- the decode stage: language, no-speech, log-prob ----------------------------------------

@@ -15,11 +15,11 @@ token for token, segment for segment — whether or not an assistant drafts:
 Assistants: a decoder-only draft (Distil-Whisper's decoder, the int8 self-draft)
 reads the main encoder's output; a seq2seq draft (tiny drafting for large) runs
 its own encoder on its own features — transformers gets that kind wrong with
-timestamps, this loop does not (tests/test_speculative.py).
+timestamps, this loop does not (tests/test_identity.py).
 
 A previous-text **context** (``--initial-prompt``, ``--hotwords``) goes before the
 start of transcript of every pass, as transformers puts ``prompt_ids`` there
-(``context_tokens`` builds it; tests/test_prompt.py compares token ids).
+(``context_tokens`` builds it; tests/test_identity.py compares token ids).
 """
 
 from __future__ import annotations

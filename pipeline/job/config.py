@@ -74,7 +74,7 @@ def job_config(options: JobOptions, models: Models) -> dict:
     }
 
 
-# Every decoding mode gives the main model's own tokens (tests/test_speculative.py), so the assistant and
+# Every decoding mode gives the main model's own tokens (tests/test_identity.py), so the assistant and
 # the batch size may change between runs of a job: resume a night's job with --assistant auto, or smaller batches.
 # The options marked speed_only in the option table, by their paths in the configuration.
 SPEED_ONLY = option_table.SPEED_ONLY
