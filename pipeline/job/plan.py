@@ -129,14 +129,14 @@ def plan(state: JobState, labels: str | None, retry_failed: bool = False, launch
     repairs = Repairs(quarantine=list(state.damaged))
     content_of = {i.path: i.ident.file_id for i in state.inputs if i.ident is not None and i.ident.readable}
     rows = dict(state.rows)
+    changed: dict[str, dict] = {}  # rows whose paths change, by content id (written once each)
     for r in state.rows.values():  # a path whose content changed no longer belongs to its old row
         listed = row_paths(r)
         kept = [p for p in listed if content_of.get(p, r["file_id"]) == r["file_id"]]
         if kept == listed:
             continue
         if kept:
-            rows[r["file_id"]] = {**r, "path": kept[0], "paths": kept}
-            repairs.rows.append(rows[r["file_id"]])
+            rows[r["file_id"]] = changed[r["file_id"]] = {**r, "path": kept[0], "paths": kept}
         else:
             repairs.forget.append(r["file_id"])
             del rows[r["file_id"]]
@@ -165,8 +165,7 @@ def plan(state: JobState, labels: str | None, retry_failed: bool = False, launch
             listed = row_paths(row)
             added = [p for p in task.paths if p not in listed]
             if added or listed != row["paths"]:  # a new copy of finished content: its subtitles are written too
-                row = rows[task.file_id] = {**row, "path": listed[0], "paths": listed + added}
-                repairs.rows = [r for r in repairs.rows if r["file_id"] != task.file_id] + [row]
+                row = rows[task.file_id] = changed[task.file_id] = {**row, "path": listed[0], "paths": listed + added}
             if needs_labels(row, labels):
                 states[task.file_id] = "relabel"
                 out.tasks.append(Task(task.file_id, task.refs, task.problem, relabel=True, stat_key=task.stat_key))
@@ -177,6 +176,7 @@ def plan(state: JobState, labels: str | None, retry_failed: bool = False, launch
         else:
             states[task.file_id] = "pending"
             out.tasks.append(task)
+    repairs.rows = list(changed.values())
     for path, file_id in gone.items():  # done, to be labelled, but no path of this run can be read
         row = rows.get(file_id)
         if file_id not in tasks and row is not None and states.get(file_id) == "done" and needs_labels(row, labels):
