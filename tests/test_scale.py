@@ -3,6 +3,7 @@ workers, a worker killed mid-file, a poison file, `accelerate launch`, Ray actor
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -285,20 +286,32 @@ def _one_renderer(out, inputs, stderr: str) -> None:
 def test_ray_actors_share_a_job_and_a_killed_actor_loses_nothing(small_archive, small_reference, cache_dir, tmp_path):
     """Two Ray actors decode one job; one is killed mid-file and Ray restarts it: nothing persisted is decoded
     again, the tables are a single process's, and the driver's bars (Ray's driver once showed none) still show
-    the whole job from one renderer."""
+    the whole job from one renderer. Each file's outputs are written by the actor that finished it, as it
+    finished (as --workers children do; actors once wrote none and the driver wrote all at the end, with its own
+    options), into an -o folder every actor can reach, and recorded in job.json for the job's end."""
     pytest.importorskip("ray")
-    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    out, trace, subtitles = tmp_path / "job", tmp_path / "trace.txt", tmp_path / "subtitles"
     args = [a for a in JOB_ARGS if a != "-q"]  # the bars are tested too
-    proc = start(out, small_archive, cache_dir, trace, "--engine", "ray", "--workers", "2", args=args)
+    extra = ("--engine", "ray", "--workers", "2", "--subtitles", "txt", "-o", str(subtitles))
+    proc = start(out, small_archive, cache_dir, trace, *extra, args=args)
     pids = _wait_for_two_decoders([proc], trace, timeout=300)
     os.kill(int(sorted(pids)[0]), signal.SIGKILL)  # one actor's process, mid-file
     code, stdout, stderr = finish(proc, timeout=600)
     assert code == 0 and "failed: 0" in stdout, stdout + stderr[-3000:]
-    assert close(tables(out), small_reference), "the restarted actor finished the job"
+    # (its word timings, which --subtitles turns on, are the only difference from the reference's tables)
+    assert close(tables(out)["pieces"], small_reference["pieces"]), "the restarted actor finished the job"
     assert not decoded_after_persisted(trace), "a persisted batch was decoded again"
     decoded = Counter(_decoders(trace))
     assert set(decoded) == {(r["file_id"], str(r["piece"])) for r in small_reference["pieces"]}
     _one_renderer(out, small_archive, stderr)
+    actors = {pid for pids in decoded for pid in _decoders(trace)[pids]}
+    events = [line.split() for line in trace.read_text().splitlines()]
+    written = {file_id: pid for event, file_id, _, pid in events if event == "written"}
+    assert set(written) == {r["file_id"] for r in small_reference["files"]}, "a file's outputs waited for the end"
+    assert set(written.values()) <= actors, "outputs written by another process than the actor that finished them"
+    assert sorted(p.stem for p in subtitles.glob("*.txt")) == sorted(p.stem for p in small_archive)
+    assert json.loads((out / "job.json").read_text())["outputs"]["subtitles"] == ["txt"]
+    assert not list(subtitles.glob(".reach-*")) and not list(out.glob(".reach-*"))
 
 
 def test_two_workers_on_one_piece_clips_decode_each_file_once(english_human, cache_dir, tmp_path):

@@ -1,21 +1,18 @@
-"""`transcribe` and `run`: a job from flags or a job file, run with clean stops on Ctrl-C and SIGTERM, and its
+"""`transcribe` and `run`: a job from flags or a job file, run under the one stop policy (job/stop.py), and its
 summary."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import re
-import signal
 import sys
-import threading
 from pathlib import Path
 
 import click
 
 from ..facts import errors
 from ..facts.errors import PodscribeError
+from ..job.stop import StopPolicy, say
 from ..outputs.export import FORMATS
 from . import jobfile
 from .flags import SectionedCommand, job_flags
@@ -43,51 +40,6 @@ def _log_to(path: Path | None) -> None:
     logger.setLevel(min(logging.INFO, logger.getEffectiveLevel()))  # -v's DEBUG stays DEBUG
 
 
-class Stopper:
-    """Ctrl-C, SIGTERM (systemd, docker, Kubernetes, cron wrappers) and SIGHUP (the terminal or ssh session went
-    away) all stop a run cleanly: the batch in hand is finished and saved. SIGTERM and SIGHUP allow it
-    PODSCRIBE_STOP_GRACE_S seconds (default 8, inside docker's 10 s) before the batch is dropped — it is decoded
-    again on resume. A second signal stops at once. (SIGHUP's default ended the process with its batch lost.)"""
-
-    GRACED = (signal.SIGTERM, *((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()))
-
-    def __init__(self):
-        self.event = threading.Event()
-        self.signum: int | None = None
-        self.grace_s = float(os.environ.get("PODSCRIBE_STOP_GRACE_S", "8"))
-
-    def __call__(self, signum, _frame):
-        if self.event.is_set():
-            raise KeyboardInterrupt
-        self.event.set()
-        self.signum = signum
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        if signum in self.GRACED and self.grace_s > 0 and hasattr(signal, "setitimer"):
-            signal.signal(signal.SIGALRM, self._too_late)
-            signal.setitimer(signal.ITIMER_REAL, self.grace_s)
-            say(f"\n{name}: stopping after the batch in hand (at most {self.grace_s:g} s)")
-        else:
-            say(f"\n{name}: stopping after the batch in hand (again to stop at once)")
-
-    def _too_late(self, _signum, _frame):
-        raise KeyboardInterrupt
-
-    @property
-    def exit_code(self) -> int:
-        if self.signum == signal.SIGTERM:
-            return errors.EXIT_SIGTERM
-        return errors.EXIT_SIGHUP if self.signum == getattr(signal, "SIGHUP", None) else errors.EXIT_SIGINT
-
-    def install(self) -> dict:
-        return {sig: signal.signal(sig, self) for sig in (signal.SIGINT, *self.GRACED)}
-
-
-def say(line: str) -> None:
-    """A line on stderr that a terminal gone away (SIGHUP: writing fails) does not turn into a traceback."""
-    with contextlib.suppress(OSError):
-        click.echo(line, err=True)
-
-
 def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> None:
     urls = [x for x in inputs if URL.match(x)]
     if urls:
@@ -102,8 +54,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         click.echo(plan(inputs, options, _workers(settings)))
         return
     _log_to(flags.get("log_file"))
-    stopper = Stopper()
-    previous = stopper.install()
+    stopper = StopPolicy().install()
     try:
         from ..facts.runtime import quiet_libraries
         from ..job import Interrupted, engines
@@ -123,10 +74,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
         click.echo(f"Error: {exc}", err=True)
         sys.exit(errors.EXIT_USAGE)
     finally:
-        if hasattr(signal, "setitimer"):
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        stopper.restore()
     from ..job.dryrun import rate_key, record_run
 
     record_run(rate_key(options, _workers(settings)), summary.decoded, options.cache_dir)  # for --dry-run

@@ -24,7 +24,7 @@ from ..backend import hf_internals
 from ..models.load import Models
 from .forced import first_step_logits
 from .generate import Generator
-from .transcriber import _language_code, most_likely_languages
+from .transcriber import most_likely_languages
 
 UNSUPPORTED = {"num_beams": 1, "do_sample": False, "return_token_timestamps": False, "temperature": None}
 
@@ -110,7 +110,7 @@ class RoutedGenerate:
         lang_to_id = self.models.tokens.language_ids
         if language is not None:
             given = language if isinstance(language, list) else [language] * encoded.shape[0]
-            return [_language_code(lang, lang_to_id) for lang in given]
+            return [self.models.tokens.language(lang) for lang in given]
         return most_likely_languages(first_step_logits(self.models.main, encoded, self.models.tokens.sot), lang_to_id)
 
 

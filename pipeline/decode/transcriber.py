@@ -42,7 +42,6 @@ import torch
 
 from ..audio import vad
 from ..audio.media import SAMPLE_RATE, rms_db
-from ..facts.languages import CODE_OF_NAME
 from ..facts.records import PieceResult, RawSegment, Word
 from ..facts.runtime import return_freed_memory
 from ..models.load import Models
@@ -252,12 +251,12 @@ class Transcriber:
         if not self.multilingual:
             return no_speech, ["en"] * n
         if all(wanted):
-            return no_speech, [_language_code(lang, self.tokens.language_ids) for lang in wanted]
+            return no_speech, [self.tokens.language(lang) for lang in wanted]
         if self.context:
             logits = first_step_logits(self.models.main, encoded, self.tokens.sot, cross=cross)
         detected = most_likely_languages(logits, self.allowed_languages)
         return no_speech, [
-            _language_code(lang, self.tokens.language_ids) if lang else d for lang, d in zip(wanted, detected)
+            self.tokens.language(lang) if lang else d for lang, d in zip(wanted, detected)
         ]
 
     def generate(self, features, encoded, languages, audio, results, cross: CrossKV) -> list[Generated]:
@@ -323,9 +322,3 @@ def most_likely_languages(logits: torch.Tensor, lang_to_id: dict[str, int]) -> l
     ids = torch.tensor(sorted(names), device=logits.device)
     return [names[i] for i in ids[logits[:, ids].argmax(-1)].tolist()]
 
-
-def _language_code(language: str, lang_to_id: dict[str, int]) -> str:
-    code = CODE_OF_NAME.get(language.lower(), language.lower())
-    if f"<|{code}|>" not in lang_to_id:
-        raise ValueError(f"unknown language {language!r} for this model")
-    return code

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .languages import CODE_OF_NAME
+
 # -- time -----------------------------------------------------------------------------------------------------
 SAMPLE_RATE = 16000  # Hz: what every Whisper model hears
 HOP_SAMPLES = 160  # samples per log-mel frame
@@ -56,6 +58,14 @@ class Tokens:
             language_ids=dict(getattr(g, "lang_to_id", None) or {}),
             task_ids=dict(getattr(g, "task_to_id", None) or {}),
         )
+
+    def language(self, value: str) -> str:
+        """The code of one of this model's languages from a code or a name in any case ("German", "de"), the one
+        resolver a given language goes through; ValueError for a language this model does not have."""
+        code = CODE_OF_NAME.get(value.strip().lower(), value.strip().lower())
+        if f"<|{code}|>" not in self.language_ids:
+            raise ValueError(f"unknown language {value!r} for this model")
+        return code
 
     def prompt(
         self, language: str | None, task: str = "transcribe", timestamps: bool = True, context: list[int] = ()

@@ -20,7 +20,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import queue
-import signal
 import socket
 import sys
 import threading
@@ -33,12 +32,14 @@ from pathlib import Path
 
 from ..facts.errors import PodscribeError, UsageProblem
 from ..facts.runtime import quiet_libraries
-from ..outputs.export import export_job
+from ..storage.manifest import JobDir
 from . import Interrupted, progress
 from .config import JobOptions, job_models
+from .finish import export_at_end, update_site
 from .inputs import expand_inputs
 from .isolate import die_with_parent
 from .run import restart_job, run, stopped_yet
+from .stop import StopPolicy
 from .summary import JobSummary
 
 log = logging.getLogger("podscribe")
@@ -76,23 +77,11 @@ def _device_of(options: JobOptions, index: int) -> str:
 
 
 def _child(inputs: list[str], options: JobOptions, results, stop, parent_pid: int, events=None, rank: int = 0) -> None:
-    """A spawned worker. It ends with its parent (no orphan decoding unseen). Its stop comes from the parent
-    (``stop``, set on the parent's first Ctrl-C or SIGTERM): Ctrl-C at a terminal reaches the whole process group,
-    and a signal forwarded on top of it must not count as a second one, which drops the batch in hand. So it
-    ignores SIGINT; a SIGTERM sent to it alone stops it after its batch, a second one at once."""
+    """A spawned worker. It ends with its parent (no orphan decoding unseen) and stops by the one stop policy
+    (job/stop.py) as a child: ``stop`` is set by the parent's first Ctrl-C or SIGTERM (or by a SIGTERM sent to this
+    child alone, which stops the launch's other children too)."""
     die_with_parent(parent_pid)
-    own_signals = []
-
-    def handler(_signum, _frame):
-        own_signals.append(_signum)
-        if len(own_signals) > 1:
-            raise KeyboardInterrupt
-        stop.set()
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "SIGHUP"):  # a terminal gone away reaches the group: the parent stops them, as for Ctrl-C
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, handler)
+    StopPolicy(stop, tell=log.warning).install(child=True)
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(message)s")
     quiet_libraries()
     if events is not None:  # its bars are drawn by the parent
@@ -162,27 +151,21 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
                     proc.kill()
             raise
         finally:
-            others = _collect(results, children)  # before join: a child waits until what it put is read
+            put = _collect(results, children)  # before join: a child waits until what it put is read
             for proc in children:
                 proc.join()
-        for other in others:
-            if other is not None:
-                summary.merge(other)
+        firsts = [summary, *(other for other in put if other is not None)]
         died = [proc for proc in children if proc.exitcode not in (0, None)]
         if stop.is_set():
             raise Interrupted()
         for proc in died:
             log.warning("worker %d died (exit code %s); its file is taken again", proc.pid, proc.exitcode)
-        planned = (summary.already_done, summary.skipped_failed)
-        last = run(inputs, own, models, stop=stop)  # what dead workers left, and the subtitles once all are done
+        last = run(inputs, own, models, stop=stop)  # what dead workers left, and the outputs once all are done
     except BaseException:
         drawn.close(wait=False)
         raise
     drawn.close()
-    summary.merge(last)
-    summary.already_done, summary.skipped_failed = planned  # the last pass sees this run's own rows as earlier
-    summary.subtitles_left = last.subtitles_left
-    summary.by_others = summary.elsewhere = 0
+    summary = JobSummary.of_launch(options.out_dir, firsts, last)
     summary.wall_s = time.monotonic() - start
     return summary
 
@@ -268,6 +251,14 @@ def _collect(results, children) -> list:
 # -- Ray ---------------------------------------------------------------------------------------
 
 
+def _shared_folders(options: JobOptions) -> list[tuple[str, Path]]:
+    """What every Ray actor writes to: the job dir, and the outputs' folder where it is another (``-o``)."""
+    folders = [("job dir", Path(options.out_dir))]
+    if options.subtitles and options.output_dir:
+        folders.append(("output folder (-o)", Path(options.output_dir)))
+    return folders
+
+
 class RayWorker:
     """One Ray actor: the models are loaded once inside it (its arguments are paths and options, never
     models), then it runs the worker loop on the job dir, which must be on storage it can see."""
@@ -277,12 +268,13 @@ class RayWorker:
         self.events, self.rank = events, rank  # a Ray queue the driver draws its progress from
 
     def run(self) -> JobSummary:
-        if not (Path(self.options.out_dir) / self.marker).exists():
-            raise UsageProblem(
-                f"the job dir {self.options.out_dir} is not reachable from the Ray worker on "
-                f"{socket.gethostname()}: put it on storage every node mounts at the same path "
-                "(NFSv4, CephFS; POSIX rename and flock are needed, an object store will not do)"
-            )
+        for what, folder in _shared_folders(self.options):
+            if not (folder / self.marker).exists():
+                raise UsageProblem(
+                    f"the {what} {folder} is not reachable from the Ray worker on {socket.gethostname()}: put it on "
+                    "storage every node mounts at the same path (NFSv4, CephFS; POSIX rename and flock are needed, "
+                    "an object store will not do)"
+                )
         quiet_libraries()
         if self.events is not None:
             progress.forward(self.events.put, self.rank)
@@ -306,9 +298,13 @@ def run_ray(
     out_dir = Path(options.out_dir).absolute()
     inputs = [str(Path(x).expanduser().absolute()) for x in inputs]  # actors run in other folders
     restart_job(out_dir, options.restart)
+    if options.output_dir:
+        options = replace(options, output_dir=Path(options.output_dir).expanduser().absolute())
     marker = f".reach-{uuid.uuid4().hex[:12]}"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / marker).write_text(socket.gethostname())
+    shared = [folder for _what, folder in _shared_folders(replace(options, out_dir=out_dir))]
+    for folder in shared:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / marker).write_text(socket.gethostname())
     local = address is None
     ray.init(
         address=address,
@@ -335,24 +331,26 @@ def run_ray(
             max_task_retries=options.max_attempts,
         )
         threads = None if gpus else max(1, int(cpus_per_worker))
+        # Each actor is a worker of the job like a --workers child: it writes a file's outputs as it finishes
+        # (and the job's site), records the outputs it was asked for in job.json, and leaves the job's end to the
+        # driver. Ray gives each actor its GPU.
         worker_options = replace(
             options,
             out_dir=out_dir,
             restart=False,
             progress=False,
-            subtitles=[],
-            writes_outputs=False,
+            export_at_end=False,
             threads=options.threads or threads,
-        )  # Ray gives each actor its GPU
+        )
         events = Queue(actor_options={"num_cpus": 0}) if options.progress else None
         actors = [actor.remote(inputs, worker_options, marker, events, i + 1) for i in range(n)]
         ended = threading.Event()
         drawn = _Drawn(options.progress, functools.partial(_from_ray_queue, events, ended))
-        summary, failures = JobSummary(out_dir), []
+        finished, failures = [], []
         try:
             for ref in [a.run.remote() for a in actors]:
                 try:
-                    summary.merge(ray.get(ref))
+                    finished.append(ray.get(ref))
                 except RayTaskError as exc:
                     if isinstance(exc.cause, PodscribeError):
                         raise exc.cause from None
@@ -366,13 +364,17 @@ def run_ray(
         drawn.close()
         for failure in failures:
             log.warning("%s", failure)
+        summary = JobSummary.of_launch(out_dir, finished)
     finally:
         ray.shutdown()
-        (out_dir / marker).unlink(missing_ok=True)
+        for folder in shared:
+            (folder / marker).unlink(missing_ok=True)
     if failures:
         summary.failures.append((str(out_dir), "some Ray workers gave up; rerun the same command to finish"))
-    elif options.subtitles:
-        only = {str(ref.path) for ref in expand_inputs(inputs)} if options.outputs_named_only else None
-        summary.wrote(export_job(out_dir, options.subtitles, options.output_dir, options.cue_rules, only=only))
+    else:  # the job's end, as a last worker writes it: every output recorded in job.json, once no worker is at work
+        named = [str(ref.path) for ref in expand_inputs(inputs)]
+        only = set(named) if options.outputs_named_only else None
+        export_at_end(JobDir(out_dir), options, named, only, summary)
+        update_site(JobDir(out_dir), options, summary)
     summary.wall_s = time.monotonic() - start
     return summary

@@ -144,10 +144,9 @@ class Watched:
 def _serve(make_worker: Callable, options: JobOptions, config_hash: str, conn, stop_recv, parent_pid: int) -> None:
     """The child: load the models once, then decode each file the worker sends, alone, and answer."""
     die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when to stop: it forwards its stop
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    stop = threading.Event()
+    from .stop import StopPolicy
+
+    stop = StopPolicy(tell=log.warning).install(child=True).event  # the worker forwards its stop (below)
 
     def forwarded() -> None:
         with contextlib.suppress(EOFError, OSError):
@@ -155,13 +154,6 @@ def _serve(make_worker: Callable, options: JobOptions, config_hash: str, conn, s
                 stop.set()
 
     threading.Thread(target=forwarded, daemon=True).start()
-
-    def on_term(_signum, _frame):  # sent by hand to this process: stop like a worker
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_term)
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()} (a suspect file alone): %(message)s")
     from ..facts.runtime import quiet_libraries
     from . import Interrupted
@@ -199,11 +191,3 @@ def _picklable(exc: BaseException) -> bool:
     except Exception:
         return False
     return True
-
-
-def add_counts(into: JobSummary, one: JobSummary) -> None:
-    """A file's summary from the child added to its worker's."""
-    for name in ("done", "failed", "already_done", "audio_s", "by_others", "relabelled"):
-        setattr(into, name, getattr(into, name) + getattr(one, name))
-    for name in ("failures", "warnings"):
-        getattr(into, name).extend(getattr(one, name))

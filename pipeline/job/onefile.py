@@ -140,21 +140,43 @@ class LanguageLock:
         return self.language
 
 
+@dataclass
+class BatchPiece:
+    """A piece in a batch, with what the job knows it by: its file's id and path."""
+
+    file_id: str
+    path: Path
+    piece: media.Piece
+
+
+def decode_batch(
+    transcriber: Transcriber, batch: list[BatchPiece], language: str | None, voices: list | None
+) -> list[PieceResult]:
+    """The one way a worker decodes a batch, of one file's pieces or of several one-piece files: decoded, the
+    memory the batch freed given back, each piece said decoded and its audio dropped. A stop during a second
+    chance is Interrupted: the batch is decoded again on resume."""
+    from ..decode.transcriber import Abandoned  # loaded with the model already
+
+    for path in dict.fromkeys(held.path for held in batch):
+        crash_test(path, [held.piece.index for held in batch if held.path == path])
+    try:
+        results = transcriber.transcribe([held.piece.samples for held in batch], language, voices)
+    except Abandoned:
+        raise Interrupted() from None
+    return_freed_memory()
+    for held in batch:
+        trace("decoded", held.file_id, held.piece.index)
+        held.piece.samples = None  # the audio is no longer needed; keep memory bounded
+    return results
+
+
 def _decode_batch(
     ctx: FileContext, batch: list[list], lock: LanguageLock, checkpoint: bool, voices: list | None = None
 ) -> None:
-    from ..decode.transcriber import Abandoned  # loaded with the model already
-
+    """A batch of this file's pieces, decoded and (but for the file's last) checkpointed before the next starts."""
     pieces = [entry[0] for entry in batch]
-    samples = [p.samples for p in pieces]
-    crash_test(ctx.path, [p.index for p in pieces])
-    try:
-        results = ctx.transcriber.transcribe(samples, lock(samples), voices)
-    except Abandoned:  # a stop during a second chance: this batch is decoded again on resume
-        raise Interrupted() from None
-    return_freed_memory()
-    for p in pieces:
-        trace("decoded", ctx.file_id, p.index)
+    language = lock([p.samples for p in pieces])
+    results = decode_batch(ctx.transcriber, [BatchPiece(ctx.file_id, ctx.path, p) for p in pieces], language, voices)
     if checkpoint:
         check_unchanged(ctx.task)  # a checkpoint of other audio under this content's id would be resumed from
         ctx.job.write_partial(
@@ -163,7 +185,6 @@ def _decode_batch(
         for p in pieces:
             trace("persisted", ctx.file_id, p.index)
     for entry, result in zip(batch, results):
-        entry[0].samples = None  # the audio is no longer needed; keep memory bounded
         entry[1] = result
 
 

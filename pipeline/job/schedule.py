@@ -18,14 +18,13 @@ from pathlib import Path
 
 from ..audio import media
 from ..audio.media import AudioError
-from ..facts.runtime import return_freed_memory
 from ..storage import probes, workers
 from . import Interrupted, isolate, progress
 from .finish import FileWork
-from .onefile import LanguageLock, Predecoded
+from .onefile import BatchPiece, LanguageLock, Predecoded, decode_batch
 from .plan import ContentChanged, Task
 from .stream import Lookahead, Stream, read
-from .trace import crash_test, trace
+from .trace import trace
 
 log = logging.getLogger("podscribe")
 
@@ -215,8 +214,6 @@ class Worker(FileWork):
         """Cross-file batches: the one piece of each claimed file, decoded in one batch. A file a worker already
         died on is left to decode alone (a file that kills workers must not take others with it); a file that
         does not cut into exactly one piece, or cannot be read, is left to its own run, which records why."""
-        from ..decode.transcriber import Abandoned  # loaded with the model already
-
         start = time.monotonic()
         entries = []
         for task, held in claims:
@@ -238,25 +235,17 @@ class Worker(FileWork):
         if len(entries) < 2:
             return {}
         paths = {task.file_id: task.refs[0].path for task, _ in claims}
-        for file_id, *_ in entries:
-            crash_test(paths[file_id], [0])
+        batch = [BatchPiece(file_id, paths[file_id], piece) for file_id, piece, _, _ in entries]
         try:
-            results = self.transcriber.transcribe(
-                [piece.samples for _, piece, _, _ in entries], None, [heard for *_, heard in entries]
-            )
-        except Abandoned:  # a stop during a second chance: these files are decoded again on resume
-            raise Interrupted() from None
+            results = decode_batch(self.transcriber, batch, None, [heard for *_, heard in entries])
         except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
             log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
             return {}
-        return_freed_memory()
         share = (time.monotonic() - start) / len(entries)
-        ready = {}
-        for (file_id, piece, notes, _), result in zip(entries, results):
-            trace("decoded", file_id, piece.index)
-            piece.samples = None
-            ready[file_id] = Predecoded([(piece, result)], notes, share)
-        return ready
+        return {
+            file_id: Predecoded([(piece, result)], notes, share)
+            for (file_id, piece, notes, _), result in zip(entries, results)
+        }
 
     def decode_claimed(
         self,
@@ -302,7 +291,7 @@ class Worker(FileWork):
                 held.give_back()
                 raise
             if not isinstance(outcome, isolate.Died):
-                isolate.add_counts(self.summary, outcome)
+                self.summary.merge(outcome, same_plan=False)
                 held.finish()
                 if outcome.done or outcome.relabelled:
                     self._write_finished(task)

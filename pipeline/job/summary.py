@@ -32,16 +32,36 @@ class JobSummary:
     decoded: list[tuple[float, float]] = field(default_factory=list)  # per file done: audio s, decoding s (dryrun)
     _subtitles: set = field(default_factory=set, repr=False, compare=False)  # subtitles, to look up
 
-    def merge(self, other: JobSummary) -> None:
-        """Add another worker's counts (one summary for `--workers N`)."""
+    def merge(self, other: JobSummary, same_plan: bool = True) -> None:
+        """Add ``other``'s counts. ``same_plan``: it is another worker of the same launch, which planned the same job
+        (its files already done, skipped and copied are these ones: counted once); else it is part of this worker's
+        own work done in another process (a suspect file in the watched child): everything adds."""
         for name in ("done", "failed", "audio_s", "by_others", "relabelled"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in ("already_done", "skipped_failed", "copies"):  # every worker plans the same job: counted once
-            setattr(self, name, max(getattr(self, name), getattr(other, name)))
+        for name in ("already_done", "skipped_failed", "copies"):
+            combine = max if same_plan else int.__add__
+            setattr(self, name, combine(getattr(self, name), getattr(other, name)))
         self.site = self.site or other.site
         self.decoded += other.decoded
         for name in ("failures", "missing", "warnings", "subtitles", "kept"):
             _extend(getattr(self, name), getattr(other, name))
+
+    @classmethod
+    def of_launch(cls, out_dir: Path, workers: list[JobSummary], last: JobSummary | None = None) -> JobSummary:
+        """One summary for a launch of several workers on one job (``--workers``, Ray): their work added, their common
+        plan counted once. ``last``: a pass after them in the launcher (what dead workers left, the outputs once all
+        are done): its work adds, but the files it found done were the launch's own, so the plan stays the workers'.
+        What the workers finished for each other is in their own counts: none is "by others" or "elsewhere"."""
+        summary = cls(Path(out_dir))
+        for worker in workers:
+            summary.merge(worker)
+        if last is not None:
+            planned = (summary.already_done, summary.skipped_failed)
+            summary.merge(last)
+            summary.already_done, summary.skipped_failed = planned
+            summary.subtitles_left = last.subtitles_left
+        summary.by_others = summary.elsewhere = 0
+        return summary
 
     def wrote(self, written: Written) -> None:
         """Outputs written (each file once, however often it is written: as its file finishes, at the job's end)."""
