@@ -8,10 +8,13 @@
 - ``schedule``: which file next: claims, longest first, suspects last, one-piece files in one batch, lookahead;
 - ``stream``: a file's pieces read in the background; ``onefile``: one file decoded, checkpointed, its row written;
 - ``finish``: a file's outputs and speaker labels, a poisoned file's failed row, the job's outputs at the end;
-- ``summary``: what a run did; ``trace``: the test hooks; ``run``: a worker's run, composed of the above;
+- ``summary``: what a run did (one merge for every engine); ``trace``: the test hooks;
+- ``run``: a worker's run, composed of the above;
 - ``isolate``: a suspect file decoded alone in a child the worker watches; ``progress``: the bars and the Board;
 - ``options``: every option once (the CLI's flags, the job file's keys, ``config``'s speed-only and added keys);
-- ``engines``: how a job's workers start (processes, accelerate, Ray); ``dryrun``: ``--dry-run``'s plan.
+- ``engines``: how a job's workers start (processes, accelerate, Ray), each ending through ``finish`` and
+  ``summary.JobSummary.of_launch``; ``stop``: the one stop policy of every process of a run;
+- ``dryrun``: ``--dry-run``'s plan.
 
 Nothing here imports torch when imported: the models are loaded by ``config.job_models`` when a job starts.
 """
