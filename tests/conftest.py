@@ -29,6 +29,12 @@ from pipeline.models.load import Models, load_models, quantized_self_draft
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / ".cache" / "test-models"
 
+# Every process a test starts, and every process those start (workers, watched children, Ray actors), can import
+# tests/traced.py: the events object the tests pass in is a ``traced.Trace``, unpickled in each of them.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    dict.fromkeys([str(REPO / "tests"), str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+)
+
 if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n N`: N test processes share the cores, and so do their CLIs
     _threads = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     torch.set_num_threads(_threads)

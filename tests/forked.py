@@ -3,8 +3,9 @@
 A `python -m pipeline.cli` process spends ~4-6 s of CPU importing torch and transformers before it reads an
 argument, and the kill, signal and worker tests start dozens. Each test process keeps one server here: a Python
 started like the CLI that has imported what a transcription imports (``PRELOAD``), has run nothing, and has one
-Python thread. For each start it forks a child, which runs `python -m pipeline.cli` as the interpreter would
-(``runpy._run_module_as_main``), with the start's arguments, environment, folder, session and output files.
+Python thread. For each start it forks a child, which runs the CLI as `python -m pipeline.cli` would
+(``runpy._run_module_as_main``, through tests/traced.py: with the tests' events object), with the start's
+arguments, environment, folder, session and output files.
 
 The child is a process of its own, as a fresh one would be: its pid, signals, locks, children and exit code.
 What differs is only that those modules were imported before its environment was set; a start whose
@@ -215,5 +216,5 @@ def _child(request: dict) -> None:
     sys.argv = ["-m", *request["argv"]]
     # Exceptions, SystemExit and Ctrl-C leave through serve() to the interpreter's own end, as in a fresh process:
     # threads joined, atexit handlers, the exit code (or the death by SIGINT of an unhandled Ctrl-C).
-    runpy._run_module_as_main("pipeline.cli")
+    runpy._run_module_as_main("traced")  # the CLI with the tests' events object (tests/traced.py)
     sys.exit(0)

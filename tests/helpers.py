@@ -180,6 +180,7 @@ write_wav = encode
 
 
 REPO = Path(__file__).resolve().parents[1]
+TRACED = REPO / "tests" / "traced.py"  # the CLI with the tests' events object (tests/traced.py)
 
 
 def podscribe(*args: str, cache_dir: Path, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -190,11 +191,14 @@ def podscribe(*args: str, cache_dir: Path, cwd: Path = REPO, env: dict | None = 
     and transformers per call. Where only a real process proves it (spawned workers, signals, locks held by another
     process): ``start``. The job's own machinery is the same either way: one worker runs in the process that
     started it."""
-    return _in_process(list(args), {"PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": str(REPO), **(env or {})}, cwd)
+    return _in_process(
+        list(args), {"PODSCRIBE_CACHE": str(cache_dir), "PYTHONPATH": os.environ["PYTHONPATH"], **(env or {})}, cwd
+    )
 
 
 def _in_process(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
     from click.testing import CliRunner
+    from traced import Trace
 
     from pipeline.cli import main
 
@@ -205,7 +209,8 @@ def _in_process(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedPr
     root.handlers[:] = []  # the CLI's own logging.basicConfig then writes to its stderr, as in a fresh process
     os.chdir(cwd)
     try:
-        result = CliRunner().invoke(main, args, env=env, prog_name="python -m pipeline.cli")
+        events = Trace.from_environment({**os.environ, **env})
+        result = CliRunner().invoke(main, args, env=env, prog_name="python -m pipeline.cli", obj={"events": events})
     finally:
         for handler in root.handlers + ours.handlers:
             if handler not in saved_logging[0] + saved_logging[2]:
@@ -249,7 +254,7 @@ def start(
     if server is not None and server.same_imports(full_env):
         return server.start(argv, full_env, REPO, session)
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", *argv],
+        [sys.executable, str(TRACED), *argv],
         cwd=REPO,
         env=full_env,
         stdout=subprocess.PIPE,

@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from helpers import REPO, podscribe, tiny_random_models, write_wav
+from helpers import REPO, TRACED, podscribe, tiny_random_models, write_wav
 from pipeline.audio import media
 from pipeline.decode.generate import Generator, log_mel
 from pipeline.facts.runtime import pick_runtime
@@ -166,13 +166,12 @@ def test_killed_training_resumes_to_the_same_weights(tiny_main, clip_dir, tmp_pa
     env = {
         **os.environ,
         "PODSCRIBE_CACHE": str(tmp_path / "cache"),
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.environ["PYTHONPATH"],
         "PODSCRIBE_TRACE": str(trace),
     }
     cmd = [
         sys.executable,
-        "-m",
-        "pipeline.cli",
+        str(TRACED),
         "distill",
         str(clip_dir),
         "--out",
@@ -184,7 +183,7 @@ def test_killed_training_resumes_to_the_same_weights(tiny_main, clip_dir, tmp_pa
     ]
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
-    while not (trace.exists() and "checkpoint 4" in trace.read_text()):  # killed on its own checkpoint event
+    while not (trace.exists() and "checkpoint - 4 " in trace.read_text()):  # killed on its own checkpoint event
         assert proc.poll() is None, "training ended before its second checkpoint"
         assert time.monotonic() < deadline
         time.sleep(0.05)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 import pyarrow.dataset as ds
 import pytest
 
-from helpers import JOB_ARGS, REPO, close, decoded_after_persisted, finish, lines, run_here, start, tables
+from helpers import JOB_ARGS, REPO, TRACED, close, decoded_after_persisted, finish, lines, run_here, start, tables
 from pipeline.cli.status import JobStatus, busy_seconds
 from pipeline.facts.errors import EXIT_SIGINT, EXIT_SIGTERM, DamagedState
 from pipeline.storage import workers
@@ -256,8 +256,7 @@ def test_accelerate_launch_runs_ranks_as_workers_of_one_job(small_archive, small
         "no",
         "--dynamo_backend",
         "no",
-        "-m",
-        "pipeline.cli",
+        str(TRACED),
         "transcribe",
         "--out",
         str(out),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from helpers import REPO, finish, lines, podscribe, wait_for_progress
+from helpers import REPO, TRACED, finish, lines, podscribe, wait_for_progress
 from pipeline.outputs.export import FORMATS
 from pipeline.outputs.ownership import OutputDir
 
@@ -123,12 +123,17 @@ def test_outputs_are_written_as_each_file_is_done(three, cache_dir, tmp_path):
     jfk, left, _ = three
     trace = tmp_path / "trace"
     out = tmp_path / "out"
-    env = {**os.environ, "PODSCRIBE_CACHE": str(cache_dir), "PODSCRIBE_TRACE": str(trace), "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "PODSCRIBE_CACHE": str(cache_dir),
+        "PODSCRIBE_TRACE": str(trace),
+        "PYTHONPATH": os.environ["PYTHONPATH"],
+    }
     import subprocess
     import sys
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "transcribe", "--model", "tiny.en", "-q", "-f", "txt,srt",
+        [sys.executable, str(TRACED), "transcribe", "--model", "tiny.en", "-q", "-f", "txt,srt",
          "--batch-size", "1", "--out", str(tmp_path / "job"), "-o", str(out), str(jfk), str(left)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

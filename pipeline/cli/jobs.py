@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from ..facts import errors
 from ..facts.errors import PodscribeError
+from ..facts.events import events
 from ..job.stop import StopPolicy, say
 from ..outputs.export import FORMATS
 from . import jobfile
@@ -47,7 +49,7 @@ def _execute(inputs: list[str], out_dir: Path, settings: dict, flags: dict) -> N
             f"{urls[0]} is a URL: podscribe transcribes local files, folders and glob patterns. Download it first "
             "(curl -O URL, yt-dlp -x URL), then give the file."
         )
-    options = job_options(out_dir, settings, flags)
+    options = replace(job_options(out_dir, settings, flags), events=events())
     if flags.get("dry_run"):
         from ..job.dryrun import plan
 

@@ -255,9 +255,7 @@ class Transcriber:
         if self.context:
             logits = first_step_logits(self.models.main, encoded, self.tokens.sot, cross=cross)
         detected = most_likely_languages(logits, self.allowed_languages)
-        return no_speech, [
-            self.tokens.language(lang) if lang else d for lang, d in zip(wanted, detected)
-        ]
+        return no_speech, [self.tokens.language(lang) if lang else d for lang, d in zip(wanted, detected)]
 
     def generate(self, features, encoded, languages, audio, results, cross: CrossKV) -> list[Generated]:
         """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
@@ -321,4 +319,3 @@ def most_likely_languages(logits: torch.Tensor, lang_to_id: dict[str, int]) -> l
     names = {i: t[2:-2] for t, i in lang_to_id.items()}
     ids = torch.tensor(sorted(names), device=logits.device)
     return [names[i] for i in ids[logits[:, ids].argmax(-1)].tolist()]
-

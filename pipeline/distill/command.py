@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..facts.errors import EXIT_USAGE, PodscribeError
+from ..facts.events import events
 from .options import DistillOptions
 
 
@@ -68,7 +69,7 @@ def distill_command(sources, out_dir, vocab, checkpoint_every, **flags) -> None:
 
     quiet_libraries()  # transformers' weight-loading bars and notices, as a transcription has none
     try:
-        result = distill(list(sources), out_dir, options, echo=lambda m: click.echo(m, err=True))
+        result = distill(list(sources), out_dir, options, echo=lambda m: click.echo(m, err=True), events=events())
     except PodscribeError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)

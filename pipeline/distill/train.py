@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..facts.events import NOTHING, Events
 from ..models.draft import layer_choice, make_draft, project, reduced_vocab, save_draft
 from . import data
 from .data import DistillInputError, Example
@@ -46,18 +47,15 @@ class DistillResult:
     evaluations: list[Evaluation] = field(default_factory=list)
 
 
-def _trace(event: str, value: int) -> None:
-    """Test hook, as the runner's: PODSCRIBE_TRACE=<file> gets one line per checkpoint written."""
-    path = os.environ.get("PODSCRIBE_TRACE")
-    if path:
-        with open(path, "a") as f:
-            f.write(f"{event} {value}\n")
-
-
 def distill(
-    sources: list[str], out_dir: Path, options: DistillOptions, echo=print, remember: bool = True
+    sources: list[str],
+    out_dir: Path,
+    options: DistillOptions,
+    echo=print,
+    remember: bool = True,
+    events: Events = NOTHING,
 ) -> DistillResult:
-    """Everything ``podscribe distill`` does. Bad input raises ``DistillInputError`` (exit 2) before anything
+    """Everything ``podscribe distill`` does (``events``: told each checkpoint written). Bad input raises ``DistillInputError`` (exit 2) before anything
     is written, or — a SOURCE found to hold no speech only once it was heard — with what was written removed."""
     from ..models.registry import resolve
 
@@ -70,7 +68,7 @@ def distill(
     training = out_dir / TRAINING
     made_training = not training.exists()
     try:
-        return _run(units, out_dir, main_ref, options, echo, remember)
+        return _run(units, out_dir, main_ref, options, echo, remember, events)
     except DistillInputError:
         if created:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -104,7 +102,9 @@ def _load(main_ref, options: DistillOptions):
     return alone, draft
 
 
-def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo, remember: bool) -> DistillResult:
+def _run(
+    units, out_dir: Path, main_ref, options: DistillOptions, echo, remember: bool, events: Events
+) -> DistillResult:
     from accelerate import Accelerator
     from tqdm import tqdm
 
@@ -187,6 +187,7 @@ def _run(units, out_dir: Path, main_ref, options: DistillOptions, echo, remember
             _checkpoint(
                 training / "checkpoint.pt", done, accelerator, model, optimizer, scheduler, signature, evaluations
             )
+            events.happened("checkpoint", "", done)
     bar.close()
     train_s = time.perf_counter() - t1
     final = accelerator.unwrap_model(model)
@@ -294,7 +295,6 @@ def _checkpoint(path: Path, step: int, accelerator, model, optimizer, scheduler,
         tmp,
     )
     os.replace(tmp, path)
-    _trace("checkpoint", step)
 
 
 def _resume(path: Path, accelerator, model, optimizer, scheduler, signature) -> tuple[int, list[Evaluation]]:

@@ -23,6 +23,7 @@ from ..audio.media import CutOptions
 from ..decode import DecodeOptions
 from ..diarize.options import DiarizeOptions
 from ..facts.errors import ConfigChanged, DamagedState, UsageProblem
+from ..facts.events import NOTHING, Events
 from ..facts.runtime import pick_runtime, recorded_compute_type
 from ..outputs.cues import CueRules
 from ..storage import workers
@@ -61,6 +62,7 @@ class JobOptions:
     diarize: DiarizeOptions | None = None  # speaker labels (None: none)
     writes_outputs: bool = True  # False for the workers an engine starts: the process that started them writes
     site: Path | None = None  # a transcript site kept up to date as files are done (pipeline/browse/site)
+    events: Events = NOTHING  # what the run tells as it goes: nothing, or the tests' trace (facts/events.py)
 
 
 def job_config(options: JobOptions, models: Models) -> dict:

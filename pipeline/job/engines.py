@@ -354,7 +354,7 @@ def run_ray(
                 except RayTaskError as exc:
                     if isinstance(exc.cause, PodscribeError):
                         raise exc.cause from None
-                    failures.append(str(exc).splitlines()[0])
+                    failures.append(str(exc))  # a bug in the actor: its traceback (the first line names only the actor)
                 except RayActorError as exc:
                     failures.append(f"a Ray worker died {options.max_attempts + 1} times: {str(exc).splitlines()[0]}")
         except BaseException:

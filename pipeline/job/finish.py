@@ -30,7 +30,6 @@ from .plan import ContentChanged, Task, check_unchanged, quarantine
 from .state import needs_labels
 from .stream import Stream
 from .summary import JobSummary
-from .trace import trace
 
 if TYPE_CHECKING:
     from ..decode import Transcriber
@@ -74,7 +73,7 @@ class FileWork:
         )
         self.summary.wrote(written)
         self.summary.warnings += [(str(out_dir), problem) for problem in problems]
-        trace("written", row["file_id"], len(written.paths))
+        options.events.happened("written", row["file_id"], len(written.paths))
 
     def context(self, task: Task, probed, bar=None, ready=None, stream=None) -> FileContext:
         return FileContext(
@@ -90,6 +89,7 @@ class FileWork:
             diarizer=self.diarizer,
             ready=ready,
             stream=stream,
+            events=self.options.events,
         )
 
     def decode_file(
@@ -132,7 +132,7 @@ class FileWork:
         path = changed.task.refs[0].path
         self.summary.warnings.append((str(path), changed.warning))
         log.warning("%s: %s", path, changed.warning)
-        trace("changed", changed.task.file_id, 0)
+        self.options.events.happened("changed", changed.task.file_id, 0)
         return changed.new_task()
 
     def fail_poisoned(self, task: Task, probed, deaths: int, died: isolate.Died) -> None:

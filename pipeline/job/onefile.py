@@ -22,6 +22,7 @@ from ..audio import media
 from ..audio.media import AudioError, CutOptions
 from ..decode import review
 from ..decode.stitch import stitch
+from ..facts.events import NOTHING, Events
 from ..facts.records import PieceResult
 from ..facts.rows import PieceRow, SegmentRow
 from ..facts.runtime import return_freed_memory
@@ -30,7 +31,6 @@ from ..storage.manifest import JobDir
 from . import Interrupted, progress
 from .plan import check_unchanged
 from .stream import Stream, read, with_last
-from .trace import crash_test, trace
 
 if TYPE_CHECKING:
     from ..decode import Transcriber
@@ -70,6 +70,7 @@ class FileContext:
     diarizer: Diarizer | None = None
     ready: Predecoded | None = None  # decoded beside other files (cross-file batch): nothing left to decode
     stream: Stream | None = None  # its audio, opened ahead while the files before it decoded
+    events: Events = NOTHING  # what the run tells as it goes (facts/events.py)
 
     @property
     def file_id(self) -> str:
@@ -94,7 +95,7 @@ def decoded_pieces(ctx: FileContext, info: media.AudioInfo, warnings: list[str])
     if stream is None or stream.persisted != persisted:  # opened before another worker saved batches of it
         if stream is not None:
             stream.items.close()
-        stream = read(ctx.file_id, ctx.path, ctx.cut, info.duration_s, ctx.transcriber, persisted)
+        stream = read(ctx.file_id, ctx.path, ctx.cut, info.duration_s, ctx.transcriber, persisted, ctx.events)
     size = ctx.transcriber.options.batch_size
     queue: deque[list] = deque()  # [piece, result or None] in piece order
     batch: list[list] = []
@@ -150,7 +151,11 @@ class BatchPiece:
 
 
 def decode_batch(
-    transcriber: Transcriber, batch: list[BatchPiece], language: str | None, voices: list | None
+    transcriber: Transcriber,
+    batch: list[BatchPiece],
+    language: str | None,
+    voices: list | None,
+    events: Events = NOTHING,
 ) -> list[PieceResult]:
     """The one way a worker decodes a batch, of one file's pieces or of several one-piece files: decoded, the
     memory the batch freed given back, each piece said decoded and its audio dropped. A stop during a second
@@ -158,14 +163,14 @@ def decode_batch(
     from ..decode.transcriber import Abandoned  # loaded with the model already
 
     for path in dict.fromkeys(held.path for held in batch):
-        crash_test(path, [held.piece.index for held in batch if held.path == path])
+        events.decoding(path, [held.piece.index for held in batch if held.path == path])
     try:
         results = transcriber.transcribe([held.piece.samples for held in batch], language, voices)
     except Abandoned:
         raise Interrupted() from None
     return_freed_memory()
     for held in batch:
-        trace("decoded", held.file_id, held.piece.index)
+        events.happened("decoded", held.file_id, held.piece.index)
         held.piece.samples = None  # the audio is no longer needed; keep memory bounded
     return results
 
@@ -176,14 +181,16 @@ def _decode_batch(
     """A batch of this file's pieces, decoded and (but for the file's last) checkpointed before the next starts."""
     pieces = [entry[0] for entry in batch]
     language = lock([p.samples for p in pieces])
-    results = decode_batch(ctx.transcriber, [BatchPiece(ctx.file_id, ctx.path, p) for p in pieces], language, voices)
+    results = decode_batch(
+        ctx.transcriber, [BatchPiece(ctx.file_id, ctx.path, p) for p in pieces], language, voices, ctx.events
+    )
     if checkpoint:
         check_unchanged(ctx.task)  # a checkpoint of other audio under this content's id would be resumed from
         ctx.job.write_partial(
             ctx.file_id, pieces[0].index, [tables.partial_row(ctx.file_id, p, r) for p, r in zip(pieces, results)]
         )
         for p in pieces:
-            trace("persisted", ctx.file_id, p.index)
+            ctx.events.happened("persisted", ctx.file_id, p.index)
     for entry, result in zip(batch, results):
         entry[1] = result
 
@@ -267,7 +274,7 @@ def run_one(ctx: FileContext, summary: JobSummary) -> tuple[dict, list[SegmentRo
     check_unchanged(ctx.task)  # what was read may be the new content: never written under the old id
     ctx.job.write_file(row, segments, pieces)
     for piece in pieces:
-        trace("persisted", ctx.file_id, piece["piece"])
+        ctx.events.happened("persisted", ctx.file_id, piece["piece"])
     if row["status"] == "done":
         summary.done += 1
         summary.audio_s += row["duration_s"]

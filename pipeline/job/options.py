@@ -279,6 +279,7 @@ INTERNAL = {
     "job.export_at_end": Internal("off for all but the last pass of a job's workers (engines.py)"),
     "job.launched_at": Internal("set by engines.py for the workers of one launch"),
     "job.writes_outputs": Internal("off for the workers an engine starts"),
+    "job.events": Internal("what the run tells as it goes: the tests pass theirs in (facts/events.py)"),
 }
 
 OWNERS = {

@@ -24,7 +24,6 @@ from .finish import FileWork
 from .onefile import BatchPiece, LanguageLock, Predecoded, decode_batch
 from .plan import ContentChanged, Task
 from .stream import Lookahead, Stream, read
-from .trace import trace
 
 log = logging.getLogger("podscribe")
 
@@ -54,7 +53,7 @@ class Worker(FileWork):
         pending = sorted(todo, key=lambda task: (task.file_id in suspects, -durations[task.file_id]))
         with progress.job_bar(sum(durations.values()), self.options.progress) as job_bar:
             looked_again = False
-            lookahead = Lookahead(self.job, self.transcriber, self.options.cut, probed)
+            lookahead = Lookahead(self.job, self.transcriber, self.options.cut, probed, self.options.events)
             ahead: dict[str, int | None] = {}  # the next group, held (claims/*.lock, not counted) before it is read
             try:
                 while pending:
@@ -76,7 +75,7 @@ class Worker(FileWork):
                                 continue
                             if self._finished_by_others(task, held) or self._changed_since_planned(task, held):
                                 continue
-                            trace("claimed", task.file_id, held.deaths)
+                            self.options.events.happened("claimed", task.file_id, held.deaths)
                             claims.append((task, held))
                         streams = lookahead.take([task for task, _ in claims])
                         # The next group read while this one decodes, once held (no other worker reads it): only
@@ -221,7 +220,13 @@ class Worker(FileWork):
                 continue
             # taken out of ``streams``: a file left to its own run (no batch formed, a failed batch) reads afresh
             stream = streams.pop(task.file_id, None) or read(
-                task.file_id, task.refs[0].path, self.options.cut, probed[task.file_id].duration_s, self.transcriber, {}
+                task.file_id,
+                task.refs[0].path,
+                self.options.cut,
+                probed[task.file_id].duration_s,
+                self.transcriber,
+                {},
+                self.options.events,
             )
             try:
                 cut = list(stream.items)
@@ -237,7 +242,7 @@ class Worker(FileWork):
         paths = {task.file_id: task.refs[0].path for task, _ in claims}
         batch = [BatchPiece(file_id, paths[file_id], piece) for file_id, piece, _, _ in entries]
         try:
-            results = decode_batch(self.transcriber, batch, None, [heard for *_, heard in entries])
+            results = decode_batch(self.transcriber, batch, None, [heard for *_, heard in entries], self.options.events)
         except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
             log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
             return {}

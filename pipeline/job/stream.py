@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from ..audio import media, prefetch, vad
 from ..audio.media import CutOptions
+from ..facts.events import NOTHING, Events
 from ..storage.manifest import JobDir
-from .trace import trace
 
 if TYPE_CHECKING:
     from ..decode import Transcriber
@@ -31,7 +31,13 @@ class Stream:
 
 
 def read(
-    file_id: str, path: Path, cut: CutOptions, duration_s: float | None, transcriber: Transcriber, persisted: dict
+    file_id: str,
+    path: Path,
+    cut: CutOptions,
+    duration_s: float | None,
+    transcriber: Transcriber,
+    persisted: dict,
+    events: Events = NOTHING,
 ) -> Stream:
     """Start reading a file's pieces in the background."""
     notes: list[str] = []
@@ -53,7 +59,7 @@ def read(
                 yield piece, known, None
             else:
                 heard = hear(piece.samples) if hear else None
-                trace("read", file_id, piece.index)
+                events.happened("read", file_id, piece.index)
                 yield piece, None, heard
 
     return Stream(persisted, notes, prefetch.ahead(produced(), depth=transcriber.options.batch_size))
@@ -66,8 +72,8 @@ class Lookahead:
     schedule.py: no two workers read one file's audio); reading writes nothing, and a file that got checkpoints before its claim is read again
     (``onefile.decoded_pieces``)."""
 
-    def __init__(self, job: JobDir, transcriber: Transcriber, cut: CutOptions, probed: dict):
-        self.job, self.transcriber, self.cut, self.probed = job, transcriber, cut, probed
+    def __init__(self, job: JobDir, transcriber: Transcriber, cut: CutOptions, probed: dict, events: Events = NOTHING):
+        self.job, self.transcriber, self.cut, self.probed, self.events = job, transcriber, cut, probed, events
         self.streams: dict[str, Stream] = {}
 
     def open(self, tasks: list[Task]) -> None:
@@ -79,7 +85,7 @@ class Lookahead:
                 continue
             if self.job.persisted_batches(task.file_id) == 0:
                 self.streams[task.file_id] = read(
-                    task.file_id, task.refs[0].path, self.cut, info.duration_s, self.transcriber, {}
+                    task.file_id, task.refs[0].path, self.cut, info.duration_s, self.transcriber, {}, self.events
                 )
 
     def take(self, tasks: list[Task]) -> dict[str, Stream]:
