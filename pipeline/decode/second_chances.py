@@ -1,7 +1,8 @@
 """Second chances, run: the fallback ladder for pieces failing Whisper's checks, and the coverage rounds.
 
 ``recover.py`` holds the pure decisions (which stretches, which candidate, in which order); this module runs
-them with the stage's models, through its ``Transcriber`` (``t``): a failing piece is decoded again by
+them with the stage's models, through the steps of the stage it is given (``Stage``: the ``Transcriber``'s public
+steps, nothing private) and one record of the batch at hand (``Batch``): a failing piece is decoded again by
 transformers' generate with the main model alone (beam search, then seeded sampling), one piece at a time, so
 the result depends neither on the batch nor on an assistant; uncovered voice goes back through the stage
 itself (``t.decode``) as short clips. Both can take minutes: a stop asked for meanwhile abandons the batch
@@ -11,7 +12,10 @@ itself (``t.decode``) as short clips. Both can take minutes: a stop asked for me
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -22,18 +26,67 @@ from . import recover, score
 from . import segments as cleanup
 from .generate import Generated
 
+if TYPE_CHECKING:
+    from ..facts.whisper import Tokens
+    from ..models.load import Models
+    from .generate import Generator
+    from .options import DecodeOptions
+
+
+class Stage(Protocol):
+    """What second chances drive: the stage's options, models and main-model generator, and its steps."""
+
+    options: DecodeOptions
+    models: Models
+    plain: Generator  # the main model alone
+    context: list[int]  # the previous-text prompt's tokens ([] without one)
+    notify: Callable[[str], None] | None  # a line for the user when a second chance starts
+    stop: threading.Event | None
+    tokens: Tokens
+
+    def prompt(self, language: str | None) -> list[int]: ...
+
+    def score(self, encoded, languages, generated: list[Generated], results: list[PieceResult]) -> None: ...
+
+    def gate(self, audio: list[np.ndarray]) -> tuple[list[PieceResult], list[int]]: ...
+
+    def decode(self, audio: list[np.ndarray], results: list[PieceResult], languages: list[str | None]) -> None: ...
+
+
+@dataclass
+class Batch:
+    """The batch at hand after its first pass: what the fallback reads (features, encoder states, languages, the
+    audio) and what it may replace (a piece's generated tokens, its result's scores)."""
+
+    features: torch.Tensor
+    encoded: torch.Tensor
+    languages: list[str | None]
+    generated: list[Generated]
+    audio: list[np.ndarray]
+    results: list[PieceResult]
+
+
+@dataclass
+class Attempt:
+    """One piece's second chance: its row in the batch, the best candidate so far, why it failed, the rungs left."""
+
+    row: int
+    best: recover.Candidate
+    why: str
+    ladder: list[tuple[str, int, float]]
+
 
 class Abandoned(Exception):
     """A stop was asked for while a piece was at its second chance (which can take minutes): its batch is
     dropped, and decoded again on resume (the same seeded result)."""
 
 
-def fallback(t, features, encoded, languages, generated: list[Generated], audio, results) -> None:
+def fallback(t: Stage, batch: Batch) -> None:
     """Pieces failing Whisper's checks (and not silence) are decoded again — beam search, then seeded
     sampling at rising temperatures — by the main model alone, one at a time (the result does not
     depend on the batch), until one passes; the best by Whisper's rule is kept (``recover.better``)."""
     o = t.options
-    for i, r in enumerate(results):
+    for i, r in enumerate(batch.results):
         best = recover.Candidate(r.avg_logprob, r.compression_ratio)
         if score.silent(r, o) or not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
             continue
@@ -45,15 +98,15 @@ def fallback(t, features, encoded, languages, generated: list[Generated], audio,
         ladder = list(recover.fallbacks(o.fallback_beams))
         if ladder and t.notify is not None:
             t.notify(
-                f"a {len(audio[i]) / SAMPLE_RATE:.0f} s piece failed Whisper's checks ({why}): second chance "
+                f"a {len(batch.audio[i]) / SAMPLE_RATE:.0f} s piece failed Whisper's checks ({why}): second chance "
                 f"({', '.join(label for label, _, _ in ladder[:2])}, ...; Ctrl-C abandons it, redone on resume)"
             )
         with abandon_on_stop(t):
-            _ladder(t, i, r, best, why, ladder, features, encoded, languages, generated, audio)
+            _ladder(t, batch, Attempt(i, best, why, ladder))
 
 
 @contextlib.contextmanager
-def abandon_on_stop(t):
+def abandon_on_stop(t: Stage):
     """While a second chance runs, every main-model forward pass first checks for a stop."""
     stop = t.stop
 
@@ -70,11 +123,12 @@ def abandon_on_stop(t):
         handle.remove()
 
 
-def _ladder(t, i, r, best, why, ladder, features, encoded, languages, generated, audio) -> None:
-    """The attempts of one piece's second chance, until one passes Whisper's checks."""
-    o = t.options
-    for label, beams, temperature in ladder:
-        retry = again(t, features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
+def _ladder(t: Stage, batch: Batch, attempt: Attempt) -> None:
+    """The rungs of one piece's second chance, until one passes Whisper's checks."""
+    o, i, best, why = t.options, attempt.row, attempt.best, attempt.why
+    r, encoded, languages = batch.results[i], batch.encoded, batch.languages
+    for label, beams, temperature in attempt.ladder:
+        retry = again(t, batch.features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
         trial = PieceResult()
         t.score(encoded[i : i + 1], languages[i : i + 1], [retry], [trial])
         candidate = recover.Candidate(trial.avg_logprob, score.compression_ratio(t.models.tokenizer, retry.tokens))
@@ -82,7 +136,7 @@ def _ladder(t, i, r, best, why, ladder, features, encoded, languages, generated,
         r.redecodes.append(
             Redecode(
                 0.0,
-                round(len(audio[i]) / SAMPLE_RATE, 3),
+                round(len(batch.audio[i]) / SAMPLE_RATE, 3),
                 f"fallback: {why}; {label}: " + ("better" if keep else "not better"),
                 [tok for tok in retry.tokens if tok < t.tokens.eot] if keep else [],
             )
@@ -90,19 +144,19 @@ def _ladder(t, i, r, best, why, ladder, features, encoded, languages, generated,
         r.stats.main_calls += retry.stats.main_calls
         r.stats.redecode_calls += retry.stats.main_calls
         if keep:
-            generated[i], best = retry, candidate
+            batch.generated[i], best = retry, candidate
             r.avg_logprob, r.compression_ratio = candidate.avg_logprob, candidate.compression_ratio
         if not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
             break
 
 
-def fallback_tokens(t, language: str | None) -> int:
+def fallback_tokens(t: Stage, language: str | None) -> int:
     """openai-whisper's sample length, less what a long prompt takes: transformers refuses a prompt plus new
     tokens past the model's positions (a 224-token prompt left 223)."""
     return min(recover.MAX_NEW_TOKENS, t.plain.max_positions - len(t.prompt(language)))
 
 
-def again(t, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
+def again(t: Stage, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
     """One piece decoded by transformers' generate (main model; beam search or seeded sampling), as
     podscribe's loop returns it."""
     from .hf_generate import hf_generate
@@ -131,7 +185,7 @@ def again(t, features, encoded, language: str | None, beams: int, temperature: f
     return Generated(ids, segs, DecodeStats(main_calls=calls, passes=1), pass_lengths=[len(ids)])
 
 
-def cover(t, audio: list[np.ndarray], results: list[PieceResult]) -> None:
+def cover(t: Stage, audio: list[np.ndarray], results: list[PieceResult]) -> None:
     """The coverage check (``recover.py``): voice no text covers is decoded again as short clips, in
     rounds while a round recovers something."""
     o = t.options

@@ -177,7 +177,7 @@ class Transcriber:
         return_freed_memory()
         for r, g in zip(results, generated):
             r.compression_ratio = score.compression_ratio(self.models.tokenizer, g.tokens)
-        second_chances.fallback(self, features, encoded, languages, generated, audio, results)
+        second_chances.fallback(self, second_chances.Batch(features, encoded, languages, generated, audio, results))
         found: list[list[RawSegment]] = []
         for r, g, a in zip(results, generated, audio):
             r.tokens = g.tokens
