@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -55,6 +55,19 @@ from .second_chances import Abandoned  # noqa: F401  (the job's workers catch it
 from .timing import word_timings
 
 log = logging.getLogger("podscribe")
+
+
+@dataclass
+class Heard:
+    """A batch's first pass, before any token is decoded: its log-mel features, the encoder's states, the main
+    model's cross-attention keys and values (None where not asked for), and per piece the no-speech probability
+    and the language (given, or detected)."""
+
+    features: torch.Tensor
+    encoded: torch.Tensor
+    cross: CrossKV | None
+    no_speech: list[float]
+    languages: list[str]
 
 
 class Transcriber:
@@ -163,12 +176,9 @@ class Transcriber:
         # different sizes, and glibc would keep each step's freed pages, so the steps' peaks would stack.
         # The main model's cross-attention keys/values are projected once here and read by the probe, the
         # decoding loop and the scoring pass: each projected its own before.
-        features = self.features(audio)
-        encoded = encode(self.models.main, features)
-        return_freed_memory()  # before the projection: its keys would stack on the encoder's freed pages
-        cross = CrossKV.project(self.models.main, encoded)
-        no_speech, languages = self.probe(encoded, languages, cross)
-        for r, p, lang in zip(results, no_speech, languages):
+        heard = self.first_pass(audio, languages)
+        features, encoded, cross, languages = heard.features, heard.encoded, heard.cross, heard.languages
+        for r, p, lang in zip(results, heard.no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
         generated = self.generate(features, encoded, languages, audio, results, cross)
         return_freed_memory()
@@ -222,6 +232,16 @@ class Transcriber:
         for i, row_words in zip(rows, timed):
             out[i] = row_words
         return out
+
+    def first_pass(self, audio: list[np.ndarray], languages: list[str | None], cross: bool = True) -> Heard:
+        """What every decode of these pieces starts from (and a draft's training labels, distill/data.py): features,
+        encoder, the cross-attention projection (``cross``), then the first step's no-speech and language."""
+        features = self.features(audio)
+        encoded = encode(self.models.main, features)
+        return_freed_memory()  # before the projection: its keys would stack on the encoder's freed pages
+        kv = CrossKV.project(self.models.main, encoded) if cross else None
+        no_speech, languages = self.probe(encoded, languages, kv)
+        return Heard(features, encoded, kv, no_speech, languages)
 
     def prompt(self, language: str | None) -> list[int]:
         return self.plain.prompt(language, self.options.task, self.context)

@@ -294,7 +294,6 @@ class _Labeller:
     @torch.inference_mode()
     def run(self, file_key: str, pieces: list) -> list[Example]:
         from ..decode.forced import forced_hidden, padded, row_logits
-        from ..decode.generate import encode
         from ..decode.kv_cache import KVCacheDecoder
         from ..decode.speculative import greedy
 
@@ -305,10 +304,8 @@ class _Labeller:
         results, active = t.gate(samples)  # the transcription gate: energy, then the VAD's voice
         if not active:
             return []
-        audio = [samples[i] for i in active]
-        features = t.features(audio)
-        encoded = encode(self.models.main, features)
-        _, languages = t.probe(encoded, [pieces[i][2] for i in active])
+        heard = t.first_pass([samples[i] for i in active], [pieces[i][2] for i in active], cross=False)
+        encoded, languages = heard.encoded, heard.languages
         prompts = [t.prompt(lang) for lang in languages]
         # the first pass only, as the loop decodes it (what a draft drafts for most): its tokens, and end-of-text
         # when it ended on one; a later pass (the seek rule) would decode a shifted window of other features
