@@ -72,6 +72,9 @@ PODSCRIBE_LEAVES = [
     ("finish.py", None, "outputs"),
     ("export.py", None, "outputs"),
     ("ownership.py", None, "outputs"),
+    ("record.py", None, "outputs"),
+    ("names.py", None, "outputs"),
+    ("agreed.py", None, "outputs"),
 ]
 FW_PASSES = [
     ("transcribe.py", {"WhisperModel.add_word_timestamps"}, "word timing"),

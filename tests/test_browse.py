@@ -21,7 +21,7 @@ from pipeline.browse.query import SearchOptions, matching, search
 from pipeline.browse.site import SiteOptions, build_site
 from pipeline.browse.site.searchindex import key_of
 from pipeline.facts.errors import StorageError, UsageProblem
-from pipeline.outputs.ownership import own_digests
+from pipeline.outputs.record import own_digests
 
 SAID = [
     # (start, end, text, speaker, flags)
@@ -512,13 +512,13 @@ def test_copy_audio_puts_an_opus_copy_beside_the_page_and_a_rebuild_keeps_it(arc
 
 
 def test_many_episodes_are_rendered_in_worker_processes_into_the_same_site_as_one_process_makes(tmp_path, monkeypatch):
-    from pipeline.browse.site import build
+    from pipeline.browse.site import builder
 
     said = SAID[:3]
     many = [episode(f"{n:032x}", f"/shows/many/ep{n:02d}.mp3", said, date=f"2024-01-{n + 1:02d}") for n in range(14)]
     job = write_job(tmp_path / "job", many)
     build_site([job], SiteOptions(tmp_path / "pooled", title="Many"))  # 14 episodes: two worker processes
-    monkeypatch.setattr(build, "PER_PROCESS", 100)
+    monkeypatch.setattr(builder, "PER_PROCESS", 100)
     build_site([job], SiteOptions(tmp_path / "here", title="Many"))
     files = lambda root: {
         str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file() and ".podscribe" not in p.parts

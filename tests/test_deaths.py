@@ -109,7 +109,7 @@ def test_a_suspect_decoded_alone_gets_its_outputs_at_once_under_the_jobs_names(s
     last, alone, in its watched child. The first one's outputs are written as soon as it is done, as every other
     file's, under the job's names (another input shares its stem), so a stop during the second suspect does not
     leave the first without its subtitles."""
-    from pipeline.outputs.ownership import output_names
+    from pipeline.outputs.names import output_names
 
     other = tmp_path / "other" / "episode one.flac"  # the stem of small_archive[0]: the names must tell them apart
     other.parent.mkdir()

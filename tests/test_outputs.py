@@ -14,21 +14,22 @@ import pytest
 
 from helpers import lines, podscribe, run_here, start
 from pipeline.facts.errors import EXIT_CONFIG_CHANGED, EXIT_USAGE, ConfigChanged
-from pipeline.outputs import ownership
+from pipeline.outputs import agreed, ownership, record
+from pipeline.outputs import names as output_naming
 from pipeline.outputs.cues import CueRules
 from pipeline.storage import workers
 
 
 def test_outputs_of_workers_join_when_one_side_asks_for_none_and_refuse_when_they_differ(tmp_path):
-    srt = ownership.spec(["srt"], tmp_path / "a", CueRules())
-    assert ownership.join(srt, None, tmp_path) == srt and ownership.join(None, srt, tmp_path) == srt
-    assert ownership.join(srt, ownership.spec(["srt"], tmp_path / "a", CueRules()), tmp_path) == srt
+    srt = agreed.spec(["srt"], tmp_path / "a", CueRules())
+    assert agreed.join(srt, None, tmp_path) == srt and agreed.join(None, srt, tmp_path) == srt
+    assert agreed.join(srt, agreed.spec(["srt"], tmp_path / "a", CueRules()), tmp_path) == srt
     for other in (
-        ownership.spec(["vtt"], tmp_path / "a", CueRules()),
-        ownership.spec(["srt"], tmp_path / "b", CueRules()),
+        agreed.spec(["vtt"], tmp_path / "a", CueRules()),
+        agreed.spec(["srt"], tmp_path / "b", CueRules()),
     ):
         try:
-            ownership.join(srt, other, tmp_path)
+            agreed.join(srt, other, tmp_path)
         except ConfigChanged as exc:
             assert "same options" in str(exc)
         else:
@@ -88,8 +89,8 @@ def test_an_input_name_too_long_for_its_outputs_gets_a_shorter_one_and_a_folder_
     args = ("--model", "tiny.en", "-q", "--subtitles", "srt,json", "-o", str(subs), str(long), str(inputs[1]))
     result = podscribe("transcribe", "--out", str(job), *args, cache_dir=cache_dir)
     assert result.returncode == 0 and "done: 2, failed: 0" in result.stdout, result.stdout + result.stderr
-    short = ownership.output_names([str(long), str(inputs[1])])[str(long)]
-    assert short != long.stem and len(short.encode()) <= ownership.MAX_STEM_BYTES
+    short = output_naming.output_names([str(long), str(inputs[1])])[str(long)]
+    assert short != long.stem and len(short.encode()) <= output_naming.MAX_STEM_BYTES
     assert f"is too long a name for files: its files are named {short}.*" in result.stderr, result.stderr
     assert json.loads((subs / f"{short}.json").read_text())["path"] == str(long)
     assert (subs / f"{short}.srt").read_text().strip()
@@ -126,7 +127,7 @@ def test_outputs_renamed_when_a_name_collision_first_appears_leave_no_stale_file
     (subs / "show.txt").write_text(edited)
     second = podscribe(*args, str(a), str(b), cache_dir=cache_dir)
     assert second.returncode == 0 and "done: 1, failed: 0, already done: 1" in second.stdout, second.stderr
-    names = ownership.output_names([str(a), str(b)])
+    names = output_naming.output_names([str(a), str(b)])
     assert names[str(a)] != "show" != names[str(b)]
     expected = {f"{names[str(p)]}.{ext}" for p in (a, b) for ext in ("srt", "txt")}
     assert {p.name for p in subs.iterdir()} == {".podscribe", "show.txt", *expected}, "a stale output stayed"
@@ -199,7 +200,7 @@ def test_two_jobs_writing_into_one_folder_never_replace_each_other_s_files(clips
         "transcribe", "--out", str(tmp_path / "B"), *common, "--speaker-names", "Lena,,Walter", str(b),
         cache_dir=cache_dir,
     )  # fmt: skip
-    other = ownership.output_names([str(a), str(b)])[str(b)]  # its name beside a/ep.wav: ep-<hash of its path>
+    other = output_naming.output_names([str(a), str(b)])[str(b)]  # its name beside a/ep.wav: ep-<hash of its path>
     assert two.returncode == 0 and f"the files of {b} are named {other}.*" in two.stderr, two.stderr
     assert (subs / "ep.txt").read_text() == mine and (subs / f"{other}.txt").read_text() != mine
     assert json.loads((tmp_path / "B" / "job.json").read_text())["speaker_names"] == {
@@ -248,15 +249,15 @@ def test_writes_killed_at_any_moment_leave_outputs_that_stay_podscribe_s_and_no_
 def test_the_record_is_a_journal_folded_into_its_snapshots_and_reads_the_same_either_way(tmp_path, monkeypatch):
     """Thousands of outputs cost a journal line each, not the whole record each (an export of 2,000 files spent
     a minute encoding and fsyncing it); folded in every COMPACT_LINES lines, with the same meaning."""
-    monkeypatch.setattr(ownership, "COMPACT_LINES", 7)
+    monkeypatch.setattr(record, "COMPACT_LINES", 7)
     folder = ownership.OutputDir(tmp_path)
     for i in range(5):
         folder.write({f"ep{i}.txt": f"{i}\n".encode()}, sources={f"ep{i}.txt": (f"/a/ep{i}.wav", "txt")})
-    journal = tmp_path / ".podscribe" / ownership.JOURNAL
-    assert len(journal.read_text().splitlines()) == 5 and not (tmp_path / ".podscribe" / ownership.RECORD).exists()
+    journal = tmp_path / ".podscribe" / record.JOURNAL
+    assert len(journal.read_text().splitlines()) == 5 and not (tmp_path / ".podscribe" / record.RECORD).exists()
     (tmp_path / "ep1.txt").write_text("mine\n")
     folder.write({f"ep{i}.txt": f"{i}{i}\n".encode() for i in range(5)})  # the 7th line folds the journal in
-    assert journal.read_text() == "" and json.loads((tmp_path / ".podscribe" / ownership.RECORD).read_text())
+    assert journal.read_text() == "" and json.loads((tmp_path / ".podscribe" / record.RECORD).read_text())
     assert (tmp_path / "ep1.txt").read_text() == "mine\n" and (tmp_path / "ep1.new.txt").read_text() == "11\n"
     assert [(tmp_path / f"ep{i}.txt").read_text() for i in (0, 2, 3, 4)] == ["00\n", "22\n", "33\n", "44\n"]
     (tmp_path / "ep1.new.txt").write_text("mine too\n")
@@ -283,11 +284,11 @@ def test_a_journal_line_a_kill_cut_short_costs_no_later_entry(tmp_path):
     """A torn last line (a kill or a power loss mid-append) is ended before the next process appends: the next
     entry stays readable, so the file it names stays podscribe's (glued to the torn line, it read as a person's)."""
     ownership.OutputDir(tmp_path).write({"ep0.txt": b"0\n"})
-    journal = tmp_path / ".podscribe" / ownership.JOURNAL
+    journal = tmp_path / ".podscribe" / record.JOURNAL
     with journal.open("ab") as f:
         f.write(b'{"n":"ep9.txt","d":"ab')  # cut short
     ownership.OutputDir(tmp_path).write({"ep1.txt": b"1\n"})
-    assert ownership.own_digests(tmp_path).keys() == {"ep0.txt", "ep1.txt"}
+    assert record.own_digests(tmp_path).keys() == {"ep0.txt", "ep1.txt"}
     (tmp_path / "ep1.txt").unlink()
     ownership.OutputDir(tmp_path).write({"ep1.txt": b"one\n"})  # its own file, gone: written again, no .new file
     assert (tmp_path / "ep1.txt").read_text() == "one\n" and not list(tmp_path.glob("*.new*"))

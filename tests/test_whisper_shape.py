@@ -195,7 +195,7 @@ def test_speaker_names_per_show_from_a_job_file_reach_each_show_s_files(tmp_path
     input's files get its show's names, also through the outputs recorded in job.json (lists, not tuples)."""
     from pipeline.cli import jobfile
     from pipeline.cli.settings import cue_rules, merge_settings
-    from pipeline.outputs import ownership
+    from pipeline.outputs import agreed
     from pipeline.outputs.export import write_outputs
 
     job_file = tmp_path / "archive.toml"
@@ -204,7 +204,7 @@ def test_speaker_names_per_show_from_a_job_file_reach_each_show_s_files(tmp_path
         '"garden-hour" = ["Lena", "Walter"]\n"*/tech-*/*.mp3" = ["Ann", "Bo"]\n"*" = ["Host"]\n'
     )
     rules = cue_rules(merge_settings({}, jobfile.load(job_file)))
-    recorded = CueRules(**ownership.spec(["txt"], tmp_path, rules)["cue_rules"])  # as a joining worker reads it
+    recorded = CueRules(**agreed.spec(["txt"], tmp_path, rules)["cue_rules"])  # as a joining worker reads it
     paths = ["/a/garden-hour/2024/ep.mp3", "/a/tech-talk/ep.mp3", "/a/news/ep.mp3"]
     names = {paths[0]: "garden", paths[1]: "tech", paths[2]: "news"}
     for rule_set in (rules, recorded):

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..audio.media import AUDIO_EXTENSIONS
 from ..facts.errors import DamagedState, UsageProblem
-from ..outputs.ownership import RECORD_DIR, has_record
+from ..outputs.record import RECORD_DIR, has_record
 from ..outputs.speaker_names import Names, names_for, parse, recorded
 from ..storage.manifest import UNREADABLE, JobDir, is_job, jobs_below, read_table, row_paths
 from ..storage.tables import SEGMENTS_SCHEMA

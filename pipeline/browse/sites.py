@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from ..facts.errors import StorageError
-from ..outputs.ownership import RECORD_DIR
+from ..outputs.record import RECORD_DIR
 from ..storage.atomic import atomic_write_bytes, read_json_dict
 from .archive import SITE_RECORD, Archive, Episode
 

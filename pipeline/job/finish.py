@@ -19,7 +19,7 @@ from ..audio import media
 from ..audio.media import AudioError
 from ..facts.errors import DamagedState
 from ..facts.rows import SegmentRow
-from ..outputs import ownership
+from ..outputs import agreed
 from ..outputs.export import export_recorded, write_outputs
 from ..storage import tables, workers
 from ..storage.manifest import JobDir
@@ -50,7 +50,7 @@ class FileWork:
     summary: JobSummary
     seen: dict[str, str | None]  # per file, the finished_at of its row as planned
     diarizer: Diarizer | None = None
-    names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (ownership.output_names)
+    names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs/names.output_names)
     only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
 
     def write_outputs(self, row: dict, segments: list[SegmentRow]) -> None:
@@ -188,7 +188,7 @@ def poisoned(ctx: FileContext, deaths: int, died: isolate.Died, summary: JobSumm
 
 
 def export_at_end(job: JobDir, options: JobOptions, named: list[str], only: set[str] | None, summary: JobSummary):
-    """Every output the job's workers agreed on (outputs/ownership.py), once no worker is left at work: files done in earlier
+    """Every output the job's workers agreed on (outputs/agreed.py), once no worker is left at work: files done in earlier
     runs and by other workers too; what is already written stays as it is."""
     recorded = None  # a joiner may have added to it
     with contextlib.suppress(DamagedState):
@@ -200,7 +200,7 @@ def export_at_end(job: JobDir, options: JobOptions, named: list[str], only: set[
         return
     problems: list[str] = []
     summary.wrote(export_recorded(job.root, recorded, problems, only=only, named=named))
-    summary.warnings += [(str(ownership.folder(job.root, recorded)), problem) for problem in problems]
+    summary.warnings += [(str(agreed.folder(job.root, recorded)), problem) for problem in problems]
 
 
 def update_site(job: JobDir, options: JobOptions, summary: JobSummary) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..facts.errors import DamagedState
-from ..outputs import ownership
+from ..outputs import agreed
 from ..outputs.export import check_writable
-from ..outputs.ownership import output_names
+from ..outputs.names import output_names
 from ..storage import workers
 from ..storage.manifest import JobDir, row_paths
 from . import plan, progress
@@ -152,15 +152,13 @@ def prepare(
     rows = job.file_rows()  # a damaged one is moved aside with the plan's other repairs
     check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
-    wanted = (
-        ownership.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
-    )
+    wanted = agreed.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
     earlier = {}
     with contextlib.suppress(DamagedState):
         earlier = job.read_job() or {}
     if others:
         inputs = list(dict.fromkeys([*earlier.get("inputs", []), *inputs]))
-        wanted = ownership.join(earlier.get("outputs"), wanted, job.root)
+        wanted = agreed.join(earlier.get("outputs"), wanted, job.root)
     job.write_job(config, inputs, wanted, speaker_names(options) or earlier.get("speaker_names"))
     fps = job.fingerprints()
     now = read_state(job, refs, fps, planning=planning, rows=rows)

@@ -22,9 +22,10 @@ from pathlib import Path
 from ..facts.errors import DamagedState, UsageProblem
 from ..facts.rows import SegmentRow, WordRow
 from ..storage.manifest import JobDir, damage_hint, row_paths
-from . import ownership
+from . import agreed
 from .cues import Cue, CueRules, build_cues
-from .ownership import OutputDir, Writer, Written, output_names, too_long
+from .names import output_names, too_long
+from .ownership import OutputDir, Writer, Written
 from .speaker_names import named, names_for
 
 log = logging.getLogger("podscribe")
@@ -353,5 +354,5 @@ def export_recorded(
     ``problems`` and the others are written."""
     rules = CueRules(**recorded["cue_rules"])
     return export_job(
-        root, recorded["subtitles"], ownership.folder(root, recorded), rules, problems, only=only, named=named
+        root, recorded["subtitles"], agreed.folder(root, recorded), rules, problems, only=only, named=named
     )

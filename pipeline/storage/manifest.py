@@ -241,7 +241,7 @@ class JobDir:
     ) -> None:
         record = {"config": config, "config_hash": self.config_hash(config), "inputs": inputs}
         if outputs:
-            record["outputs"] = outputs  # the subtitles the last worker writes (outputs/ownership.py)
+            record["outputs"] = outputs  # the subtitles the last worker writes (outputs/agreed.py)
         if speaker_names:
             record["speaker_names"] = speaker_names  # what `export` names the speakers by when not told
         atomic_write_bytes(self.root / "job.json", json.dumps(record, indent=2, sort_keys=True).encode())
