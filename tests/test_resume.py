@@ -4,6 +4,7 @@ failed inputs, Ctrl-C. The runs that are killed, signalled or frozen are real pr
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import struct
@@ -97,6 +98,29 @@ def test_a_second_run_joins_as_a_worker_and_a_frozen_one_keeps_only_its_own_file
     code, stdout, stderr = run_here(out, small_archive, cache_dir)
     assert code == 0 and "done: 1, failed: 0, already done: 2" in stdout, stdout + stderr
     assert tables(out) == small_reference
+
+
+def test_a_worker_that_joins_asking_for_no_outputs_writes_the_job_s_recorded_ones_as_its_files_finish(
+    small_archive, cache_dir, tmp_path
+):
+    """Every worker of a job writes a finished file's outputs as the job records them (job.json's outputs), not as
+    its own command asked: a joiner without --subtitles adopts the job's, and the files it finishes get them at
+    once, while the first worker (frozen here) is still at work, not only when the last worker ends the job."""
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    first = start(out, small_archive, cache_dir, trace, "--subtitles", "txt")
+    assert wait_for_progress(first, trace, 0)
+    first.send_signal(signal.SIGSTOP)  # holds its file, and the job's end
+    try:
+        code, stdout, stderr = run_here(out, small_archive, cache_dir, trace)
+        assert code == 0 and "done: 2" in stdout and "being decoded by other workers: 1" in stdout, stdout + stderr
+        events = [line.split() for line in trace.read_text().splitlines()]
+        mine = {f for event, f, _, pid in events if event == "persisted" and pid == str(os.getpid())}
+        written = {f for event, f, _, pid in events if event == "written" and pid == str(os.getpid())}
+        assert len(mine) == 2 and written == mine, "the joiner's files waited for the job's end"
+        assert len(list((out / "subtitles").glob("*.txt"))) == 2
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
 
 
 def test_changed_configuration_is_refused_unless_restarted(small_archive, cache_dir, tmp_path):

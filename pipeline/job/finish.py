@@ -20,6 +20,7 @@ from ..audio.media import AudioError
 from ..facts.errors import DamagedState
 from ..facts.rows import SegmentRow
 from ..outputs import agreed
+from ..outputs.cues import CueRules
 from ..outputs.export import export_recorded, write_outputs
 from ..storage import tables, workers
 from ..storage.manifest import JobDir
@@ -52,6 +53,7 @@ class FileWork:
     diarizer: Diarizer | None = None
     names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs/names.output_names)
     only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
+    outputs: dict | None = None  # the outputs each finished file gets, as job.json records them (outputs/agreed.py)
 
     def write_outputs(self, row: dict, segments: list[SegmentRow]) -> None:
         """A file's outputs (txt, srt, ...) as soon as its row is done or relabelled: a job stopped at 6 a.m.
@@ -60,20 +62,21 @@ class FileWork:
         update_site(self.job, self.options, self.summary)
 
     def write_subtitles(self, row: dict, segments: list[SegmentRow]) -> None:
-        options = self.options
-        if not options.subtitles:
+        """The outputs the job records (``outputs``), under every engine: the same for each worker of the job."""
+        if not self.outputs:
             return
-        out_dir = options.output_dir or options.out_dir / "subtitles"
+        out_dir = agreed.folder(self.job.root, self.outputs)
         problems: list[str] = []
         # As the tables give them back (float32 word probabilities): the job's end and `export` write from the
         # tables, and the same bytes leave these files as they are (from memory, every JSON was written twice).
         segments = pa.Table.from_pylist(segments, schema=tables.SEGMENTS_SCHEMA).to_pylist()
+        rules = CueRules(**self.outputs["cue_rules"])
         written = write_outputs(
-            row, segments, options.subtitles, out_dir, options.cue_rules, self.names, self.only, problems
+            row, segments, self.outputs["subtitles"], out_dir, rules, self.names, self.only, problems
         )
         self.summary.wrote(written)
         self.summary.warnings += [(str(out_dir), problem) for problem in problems]
-        options.events.happened("written", row["file_id"], len(written.paths))
+        self.options.events.happened("written", row["file_id"], len(written.paths))
 
     def context(self, task: Task, probed, bar=None, ready=None, stream=None) -> FileContext:
         return FileContext(

@@ -80,7 +80,7 @@ def run(
             planning.__enter__()
             try:
                 config = job_config(options, models)
-                todo, seen, names = prepare(refs, job, config, options, summary, registration, planning)
+                todo, seen, names, outputs = prepare(refs, job, config, options, summary, registration, planning)
                 registration.__enter__()  # registered before the lock is let go: a joining worker sees this one
             except BaseException:  # a job dir this run made and wrote nothing into is removed (JobDir.locked)
                 planning.__exit__()
@@ -101,6 +101,7 @@ def run(
                 seen=seen,
                 diarizer=diarizer,
                 names=names,
+                outputs=outputs,
                 only=only,
                 planning=planning,
                 alone_worker=alone_worker,
@@ -139,13 +140,14 @@ def prepare(
     summary: JobSummary,
     registration: workers.Registration,
     planning: workers.Planning | None = None,
-) -> tuple[list[Task], dict[str, str | None], dict[str, str]]:
+) -> tuple[list[Task], dict[str, str | None], dict[str, str], dict | None]:
     """Planning, under the preparation lock: --restart, the configuration check, job.json, what is left.
 
     A worker joining a job that other workers are at work on never starts it over (with accelerate every
     rank passes the same --restart: the first one restarts, the others join) and adds its inputs to the
     job's. Returns the files to decode, per file the ``finished_at`` of its row as planned (a row that changed
-    since was written by another worker), and the output file name of each input path."""
+    since was written by another worker), the output file name of each input path, and the outputs each finished
+    file gets (the job's recorded ones where there are: a joiner that asked for none writes theirs)."""
     others = workers.live_workers(job.root, besides=registration.path)
     if options.restart:
         summary.warnings += plan.restart(job, others)
@@ -166,7 +168,8 @@ def prepare(
     plan.apply(job, planned.repairs, fps)
     planned.into(summary)
     names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
-    return planned.tasks, {r["file_id"]: r.get("finished_at") for r in rows}, names
+    outputs = wanted or agreed.spec(options.subtitles, options.output_dir, options.cue_rules)
+    return planned.tasks, {r["file_id"]: r.get("finished_at") for r in rows}, names, outputs
 
 
 def speaker_names(options: JobOptions) -> dict | None:

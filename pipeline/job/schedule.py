@@ -317,7 +317,7 @@ class Worker(FileWork):
         """The outputs of a file the child finished, written here under the job's output names (the child writes
         none): as soon as the file is done, as for every other file, not only when the job ends."""
         row = self.job.file_row(task.file_id)
-        if self.options.subtitles and row is not None and row["status"] == "done":
+        if self.outputs and row is not None and row["status"] == "done":
             self.write_outputs(row, self.job.read("segments", {task.file_id}).to_pylist())
 
 
