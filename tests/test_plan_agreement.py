@@ -106,7 +106,7 @@ def test_status_dry_run_and_planning_agree_on_every_state(tmp_path, labels):
     assert {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()} == untouched, "status wrote"
 
     summary = JobSummary(root)
-    tasks, _, _ = prepare(expand_inputs(inputs), JobDir(root), config, options, summary, workers.Registration(root))
+    tasks, *_ = prepare(expand_inputs(inputs), JobDir(root), config, options, summary, workers.Registration(root))
     decode = [t for t in tasks if not t.relabel]
     relabel = [t for t in tasks if t.relabel]
     assert len(decode) == before.pending - before.unread, "status's pending is what the run decodes"
