@@ -74,6 +74,7 @@ def run_podscribe(
     second_chances: bool = True,
     cut=None,
     compute_type: str = "auto",
+    threads: int | None = None,
 ) -> dict:
     import pyarrow.dataset as ds
 
@@ -95,6 +96,7 @@ def run_podscribe(
         compute_type=compute_type,
         decode=decode,
         progress=False,
+        threads=threads,
         **({"cut": cut} if cut else {}),
     )
     models = load_models(
@@ -284,6 +286,11 @@ def main() -> None:
         help="also run podscribe (in a child process) with libgomp's own spin count, 300,000 turns, as before "
         "podscribe set GOMP_SPINCOUNT (pipeline/facts/runtime.py, OPENMP_WAIT)",
     )
+    parser.add_argument(
+        "--threads-variants",
+        default="",
+        help="comma-separated CPU thread counts: podscribe run again with each (--threads), e.g. 1 beside --busy",
+    )
     parser.add_argument("--out", type=Path, help="write all results (scores, per-sentence details, hypotheses) as JSON")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -330,6 +337,11 @@ def main() -> None:
                 results[label] = run_podscribe(
                     files, tmp / f"job-{compute_type}", args.language, compute_type=compute_type
                 )
+                results[label]["load_avg_after"] = os.getloadavg()
+            for threads in [int(t) for t in filter(None, args.threads_variants.split(","))]:
+                label = f"podscribe base, {threads} thread{'s' * (threads > 1)}"
+                print(f"{label} ...", flush=True)
+                results[label] = run_podscribe(files, tmp / f"job-threads-{threads}", args.language, threads=threads)
                 results[label]["load_avg_after"] = os.getloadavg()
             if args.cut_variant:
                 from pipeline.audio.media import CutOptions
