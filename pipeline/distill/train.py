@@ -55,8 +55,9 @@ def distill(
     remember: bool = True,
     events: Events = NOTHING,
 ) -> DistillResult:
-    """Everything ``podscribe distill`` does (``events``: told each checkpoint written). Bad input raises ``DistillInputError`` (exit 2) before anything
-    is written, or — a SOURCE found to hold no speech only once it was heard — with what was written removed."""
+    """Everything ``podscribe distill`` does (``events``: told each checkpoint written). Bad input raises
+    ``DistillInputError`` (exit 2) before anything is written, or — a SOURCE found to hold no speech only once it
+    was heard — with what was written removed."""
     from ..models.registry import resolve
 
     out_dir = Path(out_dir).expanduser().absolute()

@@ -8,7 +8,7 @@
 - ``schedule``: which file next: claims, longest first, suspects last, one-piece files in one batch, lookahead;
 - ``stream``: a file's pieces read in the background; ``onefile``: one file decoded, checkpointed, its row written;
 - ``finish``: a file's outputs and speaker labels, a poisoned file's failed row, the job's outputs at the end;
-- ``summary``: what a run did (one merge for every engine); ``trace``: the test hooks;
+- ``summary``: what a run did (one merge for every engine); what a run tells as it goes is ``facts/events.py``;
 - ``run``: a worker's run, composed of the above;
 - ``isolate``: a suspect file decoded alone in a child the worker watches; ``progress``: the bars and the Board;
 - ``options``: every option once (the CLI's flags, the job file's keys, ``config``'s speed-only and added keys);

@@ -374,7 +374,8 @@ def run_ray(
     else:  # the job's end, as a last worker writes it: every output recorded in job.json, once no worker is at work
         named = [str(ref.path) for ref in expand_inputs(inputs)]
         only = set(named) if options.outputs_named_only else None
-        export_at_end(JobDir(out_dir), options, named, only, summary)
-        update_site(JobDir(out_dir), options, summary)
+        job = JobDir(out_dir)
+        export_at_end(job, options, named, only, summary)
+        update_site(job, options, summary)
     summary.wall_s = time.monotonic() - start
     return summary

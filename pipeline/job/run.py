@@ -154,7 +154,8 @@ def prepare(
     rows = job.file_rows()  # a damaged one is moved aside with the plan's other repairs
     check_config(job, config, rows, joining=bool(others))
     inputs = [str(r.path) for r in refs]
-    wanted = agreed.spec(options.subtitles, options.output_dir, options.cue_rules) if options.writes_outputs else None
+    mine = agreed.spec(options.subtitles, options.output_dir, options.cue_rules)
+    wanted = mine if options.writes_outputs else None
     earlier = {}
     with contextlib.suppress(DamagedState):
         earlier = job.read_job() or {}
@@ -168,8 +169,7 @@ def prepare(
     plan.apply(job, planned.repairs, fps)
     planned.into(summary)
     names = output_names([p for r in rows for p in row_paths(r)] + [str(ref.path) for ref in refs])
-    outputs = wanted or agreed.spec(options.subtitles, options.output_dir, options.cue_rules)
-    return planned.tasks, {r["file_id"]: r.get("finished_at") for r in rows}, names, outputs
+    return planned.tasks, {r["file_id"]: r.get("finished_at") for r in rows}, names, wanted or mine
 
 
 def speaker_names(options: JobOptions) -> dict | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,7 @@ class JobSummary:
         for name in ("done", "failed", "audio_s", "by_others", "relabelled"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("already_done", "skipped_failed", "copies"):
-            combine = max if same_plan else int.__add__
+            combine = max if same_plan else operator.add
             setattr(self, name, combine(getattr(self, name), getattr(other, name)))
         self.site = self.site or other.site
         self.decoded += other.decoded
