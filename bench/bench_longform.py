@@ -287,6 +287,14 @@ def main() -> None:
         "podscribe set GOMP_SPINCOUNT (pipeline/facts/runtime.py, OPENMP_WAIT)",
     )
     parser.add_argument(
+        "--env-variant",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE[,NAME=VALUE]",
+        help="also run podscribe in a child process with these environment variables (what a process reads only "
+        "as it starts), e.g. THP_MEM_ALLOC_ENABLE=0; repeatable",
+    )
+    parser.add_argument(
         "--threads-variants",
         default="",
         help="comma-separated CPU thread counts: podscribe run again with each (--threads), e.g. 1 beside --busy",
@@ -354,6 +362,12 @@ def main() -> None:
                 label = "podscribe base, libgomp spin"
                 print(f"{label} (a child process) ...", flush=True)
                 results[label] = run_child(args, names, longform, tmp, {"GOMP_SPINCOUNT": "300000"})
+                results[label]["load_avg_after"] = os.getloadavg()
+            for variant in args.env_variant:
+                env = dict(item.split("=", 1) for item in variant.split(","))
+                label = f"podscribe base, {variant}"
+                print(f"{label} (a child process) ...", flush=True)
+                results[label] = run_child(args, names, longform, tmp, env)
                 results[label]["load_avg_after"] = os.getloadavg()
             if args.first_pass:
                 print("podscribe base, first pass only ...", flush=True)
