@@ -5,11 +5,9 @@ Rooms by layer, data flowing one way: audio (decode, cut) → decode (generation
 Each room's import rule: tests/test_layers.py; the rooms in a table: docs/ARCHITECTURE.md.
 """
 
-from .facts.runtime import large_pages_for_tensors, short_openmp_spins
+from .facts.runtime import short_openmp_spins
 
-# Before anything imports torch: its OpenMP threads read how long to spin when it loads (runtime.OPENMP_WAIT), its
-# allocator whether to ask for huge pages at its first tensor (runtime.LARGE_PAGES).
+# Before anything imports torch: its OpenMP threads read how long to spin when it loads (runtime.OPENMP_WAIT).
 short_openmp_spins()
-large_pages_for_tensors()
 
 __version__ = "0.1.0"

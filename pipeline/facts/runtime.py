@@ -115,23 +115,6 @@ def short_openmp_spins() -> None:
         os.environ.update(OPENMP_WAIT)
 
 
-# torch's CPU allocator asks for transparent huge pages (madvise) on every tensor of 2 MB or more when this is set.
-# The encoder's activations (a batch of 4 windows: 49 MB per MLP tensor) and the scoring pass's logits are fresh
-# allocations above glibc's mmap threshold, and the heap's free pages go back after every step
-# (``return_freed_memory``), so each of them was first touched 4 KB page by page: page faults were a fifth of the
-# encoder's time (GELU's output 27 ms -> 3 ms, the int8 products 10 ms -> 5 ms per call with huge pages). The same
-# arithmetic: only where the bytes live changes. Decision 0044. c10 reads it once, at its first allocation.
-LARGE_PAGES = {"THP_MEM_ALLOC_ENABLE": "1"}
-
-
-def large_pages_for_tensors() -> None:
-    """``LARGE_PAGES`` into the environment unless the user set it (``THP_MEM_ALLOC_ENABLE=0`` turns it off).
-    Effective only before torch allocates its first tensor in this process (and in every process started from it);
-    a kernel with transparent huge pages ``never`` ignores the advice."""
-    for name, value in LARGE_PAGES.items():
-        os.environ.setdefault(name, value)
-
-
 # oneDNN's caches of compiled kernels, keyed by shape, at their default 1,024 entries each kept growing through an
 # hour of audio in bfloat16 (the decoder meets new shapes: rows x positions). 128 primitives hold what the batches
 # cycle through at no cost in speed; ideep's own cache of 1 leaves reuse to oneDNN's (0 crashes ideep). The
