@@ -5,9 +5,11 @@ Rooms by layer, data flowing one way: audio (decode, cut) → decode (generation
 Each room's import rule: tests/test_layers.py; the rooms in a table: docs/ARCHITECTURE.md.
 """
 
-from .facts.runtime import short_openmp_spins
+from .facts.runtime import reproducible_blas, short_openmp_spins
 
-# Before anything imports torch: its OpenMP threads read how long to spin when it loads (runtime.OPENMP_WAIT).
+# Before anything imports torch: its OpenMP threads read how long to spin when it loads (runtime.OPENMP_WAIT), MKL
+# whether a row's products may depend on the rows beside it (runtime.REPRODUCIBLE_BLAS).
 short_openmp_spins()
+reproducible_blas()
 
 __version__ = "0.1.0"

@@ -115,6 +115,24 @@ def short_openmp_spins() -> None:
         os.environ.update(OPENMP_WAIT)
 
 
+# MKL (torch's float32 matrix products on x86: the attention kernels' q·k and p·v, float32 linear layers) picks its
+# code path by the alignment of each operand. torch's CPU attention gives each OpenMP thread a scratch buffer at an
+# offset that is not a multiple of 64 bytes, so a row's attention came out a last bit apart depending on which
+# thread took it, which depends on how many rows share the call: base int8's long-form transcripts differed
+# in 4 segments of 200 between --batch-size 8 and 4 (a comma, start times), though every int8 product is row-exact.
+# MKL's strict reproducibility mode takes the same path whatever the alignment and thread count, at the same speed
+# here (encoder 250 ms a window either way; "COMPATIBLE" would be 1.7x slower). Decision 0044. MKL reads it when it
+# starts: ``pipeline/__init__`` sets it first, as it does ``OPENMP_WAIT``.
+REPRODUCIBLE_BLAS = {"MKL_CBWR": "AUTO,STRICT"}
+
+
+def reproducible_blas() -> None:
+    """``REPRODUCIBLE_BLAS`` into the environment unless the user set ``MKL_CBWR`` (then theirs stands).
+    Effective only before MKL's first call in this process (and in every process started from it)."""
+    for name, value in REPRODUCIBLE_BLAS.items():
+        os.environ.setdefault(name, value)
+
+
 # oneDNN's caches of compiled kernels, keyed by shape, at their default 1,024 entries each kept growing through an
 # hour of audio in bfloat16 (the decoder meets new shapes: rows x positions). 128 primitives hold what the batches
 # cycle through at no cost in speed; ideep's own cache of 1 leaves reuse to oneDNN's (0 crashes ideep). The
