@@ -29,7 +29,7 @@ class DecodeOptions:
 
     language: str | None = None  # None: detect per piece (multilingual models)
     task: str = "transcribe"  # or "translate"
-    batch_size: int = 4
+    batch_size: int = 8
     silence_db: float = -50.0  # pieces quieter than this (RMS, dBFS) are silence
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
