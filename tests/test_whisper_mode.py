@@ -198,7 +198,7 @@ def test_dry_run_lists_and_estimates_what_a_job_has_left_from_a_comparable_measu
     seconds = float(__import__("subprocess").check_output(
         ["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", str(longer_clip)], text=True))  # fmt: skip
     assert f"estimate: {clock(seconds / rate)} of decoding, plus loading the model ({rate:.1f}x real time" in resumed
-    assert "batch 4" in resumed and "word timestamps off" in resumed, resumed
+    assert "batch 8" in resumed and "word timestamps off" in resumed, resumed
     assert {p: p.stat().st_mtime_ns for p in job.rglob("*")} == before, "a dry run wrote into the job"
     shorter = dry(str(left))  # a 5 s clip: one piece as well, but a cost per file more than per second
     assert "estimate: none" in shorter and "files under 10 s" in shorter, shorter
