@@ -372,11 +372,14 @@ def test_base(
     _check(c, drafted, run)
 
     def near_float32(c: Cell, models: Models, run: Run) -> None:
-        """int8's text (its own tokens, each piece alone) is close to float32's: the WER on every clip is
-        bench/bench_transcribe.py's."""
+        """int8's text (its own tokens, each piece alone) is close to float32's; the WER on every clip is
+        bench/bench_transcribe.py's. Four pieces are 95 words: one piece cut mid-sentence that int8 ends with a
+        few words of its own is 7% (decision 0044 moved the attention's last bits and with them that piece's end;
+        on the long-form sets the same change moved WER by -0.3 and +0.2 points), so the budget is 10%: a broken
+        int8 path gives most words wrong."""
         float32 = [models.tokenizer.decode(t, skip_special_tokens=True) for t, _, _ in base_reference[1][:4]]
         text = [models.tokenizer.decode(t, skip_special_tokens=True) for t, _, _ in run.reference]
-        assert wer(float32, text) < 0.05
+        assert wer(float32, text) < 0.10
 
     def assisted_is_the_main_models(c: Cell, models: Models, run: Run) -> None:
         """transformers' assisted rows drafted, and are the main model's own tokens (the float32 reference)."""

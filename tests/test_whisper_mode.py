@@ -205,7 +205,7 @@ def test_dry_run_lists_and_estimates_what_a_job_has_left_from_a_comparable_measu
 
     other_batch = dry("--batch-size", "1", str(longer_clip))  # another batch size: not this rate
     assert "estimate: none: no run on this machine measured tiny.en" in other_batch and "batch 1" in other_batch
-    assert "measured here, not comparable:" in other_batch and "batch_size 4" in other_batch, other_batch
+    assert "measured here, not comparable:" in other_batch and "batch_size 8" in other_batch, other_batch
     longer = dry(str(long))  # a file of several pieces: the short clip's rate says nothing about it
     assert "estimate: none" in longer and "files of 30 s to 10 min" in longer, longer
     assert "estimate: nothing left to decode" in dry(str(jfk))
