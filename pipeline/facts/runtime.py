@@ -129,8 +129,7 @@ REPRODUCIBLE_BLAS = {"MKL_CBWR": "AUTO,STRICT"}
 def reproducible_blas() -> None:
     """``REPRODUCIBLE_BLAS`` into the environment unless the user set ``MKL_CBWR`` (then theirs stands).
     Effective only before MKL's first call in this process (and in every process started from it)."""
-    for name, value in REPRODUCIBLE_BLAS.items():
-        os.environ.setdefault(name, value)
+    _unless_set(REPRODUCIBLE_BLAS)
 
 
 # oneDNN's caches of compiled kernels, keyed by shape, at their default 1,024 entries each kept growing through an
@@ -143,7 +142,12 @@ KERNEL_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "128", "LRU_CACHE_CAPACITY":
 def bound_kernel_caches() -> None:
     """Bound oneDNN's kernel caches (``KERNEL_CACHES``); a value the user set wins. oneDNN reads them when it
     makes its first kernel, so this runs before any model does (``pick_runtime``)."""
-    for name, value in KERNEL_CACHES.items():
+    _unless_set(KERNEL_CACHES)
+
+
+def _unless_set(values: dict[str, str]) -> None:
+    """A library's settings into the environment, each unless the user set it (then theirs stands)."""
+    for name, value in values.items():
         os.environ.setdefault(name, value)
 
 
