@@ -15,7 +15,7 @@ Configurations (all on this machine's CPU, one after the other, models loaded be
                      `podscribe transcribe <episodes> --model base` does (plain batched greedy, VAD gate,
                      language detected per piece, second chances on: coverage check, beam fallback);
   podscribe 1st pass (--first-pass) the same without the second chances, to show what they cost and buy;
-  podscribe cut      (--cut-variant JSON) the defaults with other CutOptions, e.g. '{"at_pauses": true}';
+  podscribe cut      (--cut-variant JSON, repeatable) the defaults with other CutOptions, e.g. '{"prefer_s": 22}';
   fw greedy          faster-whisper on podscribe's offline `base` (the CTranslate2 model.bin from its two
                      wheels, assembled into a temp dir): int8, beam 1, vad_filter=True, temperature=0
                      (no fallback), everything else faster-whisper's default;
@@ -241,7 +241,10 @@ def main() -> None:
     parser.add_argument("--skip-fw", action="store_true", help="podscribe only")
     parser.add_argument("--skip-podscribe", action="store_true", help="faster-whisper only")
     parser.add_argument(
-        "--cut-variant", default=None, help="also run podscribe with other CutOptions, as JSON: '{\"at_pauses\": true}'"
+        "--cut-variant",
+        action="append",
+        default=[],
+        help="also run podscribe with other CutOptions, as JSON: '{\"prefer_s\": 22}' (repeatable)",
     )
     parser.add_argument(
         "--first-pass",
@@ -351,13 +354,14 @@ def main() -> None:
                 print(f"{label} ...", flush=True)
                 results[label] = run_podscribe(files, tmp / f"job-threads-{threads}", args.language, threads=threads)
                 results[label]["load_avg_after"] = os.getloadavg()
-            if args.cut_variant:
+            for k, spec in enumerate(args.cut_variant):
                 from pipeline.audio.media import CutOptions
 
-                variant = CutOptions(**json.loads(args.cut_variant))
-                print(f"podscribe base, {variant} ...", flush=True)
-                results["podscribe cut"] = run_podscribe(files, tmp / "job-cut", args.language, cut=variant)
-                results["podscribe cut"]["load_avg_after"] = os.getloadavg()
+                variant = CutOptions(**json.loads(spec))
+                label = f"podscribe cut {spec}" if len(args.cut_variant) > 1 else "podscribe cut"
+                print(f"{label}: {variant} ...", flush=True)
+                results[label] = run_podscribe(files, tmp / f"job-cut-{k}", args.language, cut=variant)
+                results[label]["load_avg_after"] = os.getloadavg()
             if args.libgomp_spin:
                 label = "podscribe base, libgomp spin"
                 print(f"{label} (a child process) ...", flush=True)

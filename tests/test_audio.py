@@ -88,6 +88,29 @@ def test_cuts_fall_in_silences_and_cover_every_sample(jfk):
         assert 15 <= p.duration_s <= 30
 
 
+def _tone_with_silences(total_s: float, silences_s: list[tuple[float, float]]) -> np.ndarray:
+    """Loud noise for ``total_s`` seconds with digital silence in each (start, end) span."""
+    samples = (np.random.default_rng(1).standard_normal(int(total_s * SR)) * 0.3).astype(np.float32)
+    for a, b in silences_s:
+        samples[int(a * SR) : int(b * SR)] = 0.0
+    return samples
+
+
+@pytest.mark.parametrize(
+    "silences_s, prefer_s, cut_s",
+    [
+        ([(16.0, 17.5), (26.0, 26.4)], 20.0, 26.2),  # a short silence late beats a long one early: a fuller window
+        ([(16.0, 17.5), (26.0, 26.4)], 15.0, 16.75),  # no preference: the longest silence (before 0045)
+        ([(16.0, 17.5), (22.0, 22.1)], 20.0, 16.75),  # the late gap is too short to count: the longest earlier one
+        ([(16.0, 17.5), (26.0, 26.4)], 27.0, 16.75),  # nothing after 27 s: the longest from --min-piece on
+    ],
+)
+def test_a_cut_prefers_a_silence_late_in_the_window(silences_s, prefer_s, cut_s):
+    samples = _tone_with_silences(40.0, silences_s)
+    at = media.choose_cut(samples, CutOptions(min_s=15, max_s=30, prefer_s=prefer_s))
+    assert abs(at / SR - cut_s) < 0.05, f"cut at {at / SR:.2f} s, expected {cut_s} s"
+
+
 def test_a_stretch_without_silence_is_cut_at_its_quietest_point_before_the_maximum():
     rng = np.random.default_rng(0)
     t = np.arange(70 * SR) / SR

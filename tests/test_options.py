@@ -74,23 +74,26 @@ def test_what_resumed_job_dirs_depend_on_is_unchanged():
         "decode.coverage_gap_s": 1.0,
         "decode.fallback_beams": 0,
         "cut.at_pauses": False,
+        "cut.prefer_s": 15.0,
     }
     assert LABELS == "diarize" and all(o.owner.startswith(LABELS + ".") for o in OPTIONS if o.changes_labels)
     assert jobfile.KEYS["speaker_names"] == (list, dict) and jobfile.KEYS["languages"] is list
-    assert jobfile.KEYS["cache_dir"] is str and "quiet" not in jobfile.KEYS and len(jobfile.KEYS) == 47
+    assert jobfile.KEYS["cache_dir"] is str and "quiet" not in jobfile.KEYS and len(jobfile.KEYS) == 48
 
     # whisper mode (transcribe without --out) keyed its job dir by what decides the transcript as it was spelled;
     # a folder of that name is still found (cli.jobs.whisper_job_dir)
     def spelled(flags: dict) -> str:
         return whisper_job_name(merge_settings(flags), resolved=False)
 
-    assert spelled({}) == "default-auto-36b0c099"
-    german = {"model": "base", "language": "German", "diarize": True, "num_speakers": 2, "batch_size": 8}
+    # (those versions cut as --prefer-piece 15 does: a folder they made is found with it, not with the new default)
+    before = {"prefer_piece": 15.0}
+    assert spelled(before) == "default-auto-36b0c099" and spelled({}) != spelled(before)
+    german = {"model": "base", "language": "German", "diarize": True, "num_speakers": 2, "batch_size": 8, **before}
     assert spelled(german) == "base-de-e945c8fc"
     flags = {"model": "tiny.en", "hotwords": "x", "coverage": False, "min_piece": 20.0, "word_timestamps": True}
-    assert spelled(flags) == "tiny.en-auto-2b6a0e3a"
+    assert spelled({**flags, **before}) == "tiny.en-auto-2b6a0e3a"
     speed = {"subtitles": "srt", "languages": "en,nl", "compute_type": "int8", "threads": 2, "assistant": "none"}
-    assert spelled(speed) == "default-auto-19592656"
+    assert spelled({**speed, **before}) == "default-auto-19592656"
 
 
 def test_whisper_mode_keys_its_job_by_the_configuration_as_resolved_not_as_spelled():

@@ -159,11 +159,14 @@ def test_a_job_made_before_an_option_existed_resumes_with_the_old_behaviour_and_
     job.write_job(config(DecodeOptions(), CutOptions(), before_added=True), [])
     recorded = job.read_job()
     as_before = DecodeOptions(coverage=False, fallback_beams=0)
-    job.check_config(config(as_before, CutOptions()), SPEED_ONLY, recorded, ADDED)  # the old behaviour: goes on
+    cut_before = CutOptions(prefer_s=15.0)
+    job.check_config(config(as_before, cut_before), SPEED_ONLY, recorded, ADDED)  # the old behaviour: goes on
     with pytest.raises(ConfigChanged, match=r"decode\.coverage: False -> True.*decode\.fallback_beams: 0 -> 5"):
-        job.check_config(config(DecodeOptions(), CutOptions()), SPEED_ONLY, recorded, ADDED)
+        job.check_config(config(DecodeOptions(), cut_before), SPEED_ONLY, recorded, ADDED)
+    with pytest.raises(ConfigChanged, match=r"cut\.prefer_s: 15\.0 -> 20\.0"):
+        job.check_config(config(as_before, CutOptions()), SPEED_ONLY, recorded, ADDED)
     with pytest.raises(ConfigChanged, match="min_s"):
-        job.check_config(config(as_before, CutOptions(min_s=20.0)), SPEED_ONLY, recorded, ADDED)
+        job.check_config(config(as_before, CutOptions(min_s=20.0, prefer_s=15.0)), SPEED_ONLY, recorded, ADDED)
 
 
 def test_the_job_package_loads_neither_torch_nor_transformers_when_imported():

@@ -56,6 +56,7 @@ class CutOptions:
     max_s: float = 30.0
     silence_db: float = -40.0  # frames this far below the piece's loudest are silence
     min_silence_s: float = 0.3
+    prefer_s: float = 20.0  # cut at the longest silence after this many seconds where there is one (decision 0045)
     at_pauses: bool = False  # cut in the latest pause the VAD hears in [min_s, max_s] (energy only as a fallback)
 
     def __post_init__(self):
@@ -359,28 +360,40 @@ def rms_db(samples: np.ndarray) -> float:
 
 
 def choose_cut(samples: np.ndarray, opts: CutOptions) -> int:
-    """Sample index in [min_s, max_s] where to cut: the middle of the longest silence there,
-    else the quietest 20 ms frame (smoothed over 100 ms) before the maximum."""
+    """Sample index in [min_s, max_s] where to cut: the middle of the longest silence in [prefer_s, max_s], else
+    of the longest in [min_s, max_s], else the quietest 20 ms frame there (smoothed over 100 ms)."""
     db = frame_db(samples[: int(opts.max_s * SAMPLE_RATE)])
-    lo = int(opts.min_s * SAMPLE_RATE) // ENERGY_FRAME
-    hi = len(db)
-    window = db[lo:hi]
-    if len(window) == 0:
-        return min(len(samples), int(opts.max_s * SAMPLE_RATE))
-    smooth = np.convolve(window, np.ones(5) / 5, mode="same")
     threshold = max(np.percentile(db, 99) + opts.silence_db, -70.0)
-    quiet = smooth < threshold
+    lo = int(opts.min_s * SAMPLE_RATE) // ENERGY_FRAME
+    if lo >= len(db):
+        return min(len(samples), int(opts.max_s * SAMPLE_RATE))
+    shortest = opts.min_silence_s * SAMPLE_RATE / ENERGY_FRAME
+    for start_s in dict.fromkeys((max(opts.prefer_s, opts.min_s), opts.min_s)):  # the fuller window first
+        at = int(start_s * SAMPLE_RATE) // ENERGY_FRAME
+        if at >= len(db):
+            continue
+        middle, frames = longest_run(_window_smooth(db, at) < threshold)
+        if middle is not None and frames >= shortest:
+            return (at + middle) * ENERGY_FRAME + ENERGY_FRAME // 2
+    return (lo + int(np.argmin(_window_smooth(db, lo)))) * ENERGY_FRAME + ENERGY_FRAME // 2
+
+
+def _window_smooth(db: np.ndarray, at: int) -> np.ndarray:
+    """The frames' energy from ``at`` on, smoothed over 100 ms within that window (its edges see only it)."""
+    return np.convolve(db[at:], np.ones(5) / 5, mode="same")
+
+
+def longest_run(quiet: np.ndarray) -> tuple[int | None, int]:
+    """The middle and length of the longest run of True (ties go to the later run: longer pieces)."""
     best, best_len, run_start = None, 0, None
     for i, q in enumerate(np.append(quiet, False)):
         if q and run_start is None:
             run_start = i
         elif not q and run_start is not None:
-            if i - run_start >= best_len:  # ties go to the later silence: longer pieces
+            if i - run_start >= best_len:
                 best, best_len = (run_start + i) // 2, i - run_start
             run_start = None
-    if best is None or best_len * ENERGY_FRAME < opts.min_silence_s * SAMPLE_RATE:
-        best = int(np.argmin(smooth))
-    return (lo + best) * ENERGY_FRAME + ENERGY_FRAME // 2
+    return best, best_len
 
 
 def pause_cut(samples: np.ndarray, opts: CutOptions, speech: list[tuple[float, float]]) -> int | None:

@@ -34,6 +34,10 @@ TRANSCRIPT_KEYS = (
     *(o.key for o in OPTIONS if o.config_path and not o.speed_only and not o.changes_labels),
     "diarize",
 )
+# Keys that decide a transcript but came after whisper-mode job names did, with the value that does what older
+# versions did (the option table's `older`): at that value a key is left out of the name, so a folder an older
+# version made is still found.
+NAMED_SINCE = {o.key: o.older for o in OPTIONS if o.key in {"prefer_piece"}}
 
 
 def output_formats(value) -> list[str] | None:
@@ -201,7 +205,7 @@ def whisper_job_name(settings: dict, resolved: bool = True) -> str:
     Another --model or --language in the same output folder is another job beside it (never exit 4), and the
     same command again resumes its own. ``resolved=False``: the name versions before this one gave (as the model
     and compute type were spelled), which a folder made by them keeps."""
-    deciding = {k: settings[k] for k in TRANSCRIPT_KEYS}
+    deciding = {k: settings[k] for k in TRANSCRIPT_KEYS if k not in NAMED_SINCE or settings[k] != NAMED_SINCE[k]}
     with contextlib.suppress(ValueError):  # an unknown one is refused with the other arguments
         deciding["language"] = language_code(deciding["language"])
     if resolved:

@@ -219,6 +219,9 @@ OPTIONS = (
            owner="cut.min_s", kind="float", range=Range(1, 30), shown=True),  # shorter: Whisper says nothing
     Option("max_piece", ("--max-piece",), "Longest piece in seconds (<= 30).", CHECKS, owner="cut.max_s", kind="float",
            range=Range(1, 30), shown=True),
+    Option("prefer_piece", ("--prefer-piece",), "Cut at a silence after this many seconds where there is one, else "
+           "after --min-piece: fuller 30 s windows, fewer of them.", CHECKS, owner="cut.prefer_s", kind="float",
+           range=Range(1, 30), shown=True, older=15.0),
     Option("threads", ("--threads",), "CPU threads for torch (default: torch's own, usually the core count).",
            WORKERS, owner="job.threads", kind="int", range=Range(1, 512), speed_only=True, recorded_as="threads"),
     Option("workers", ("--workers",), "Worker processes on this job (local: on this machine, each with its share of "
