@@ -133,6 +133,32 @@ def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(
     assert scored[7] == scored[10_000]
 
 
+def test_a_token_the_rules_forbid_keeps_its_raw_score(tiny_en_models, speech_pieces):
+    """The rules mask logits in place; a token they forbid where the teacher-forced row differs from the decoding
+    (text right after the prompt, where a timestamp must come first) is scored by its raw log-probability, never
+    -inf: an -inf average sends every such piece through the whole fallback ladder (a reordering of the two
+    log-softmaxes did that on real audio)."""
+    import math
+
+    import torch
+
+    from pipeline.decode import score
+    from pipeline.decode.generate import Generated
+    from pipeline.facts.records import PieceResult
+
+    models = tiny_en_models
+    t = Transcriber(models, DecodeOptions(language="en"))
+    encoded = t._encode([speech_pieces[0]])
+    text = models.tokenizer.encode(" hello there", add_special_tokens=False)
+    ts = t.plain.rules.ts_begin
+    for tokens in (text + [ts + 50], [ts, *text, ts + 50]):  # the first: its first token is forbidden
+        result = PieceResult()
+        g = Generated(tokens=tokens, segments=[], pass_lengths=[len(tokens)])
+        with torch.inference_mode():
+            score.avg_logprobs(models.main, t.plain.rules, t.tokens.eot, encoded, [t.prompt("en")], [g], [result])
+        assert math.isfinite(result.avg_logprob) and result.avg_logprob < 0, (tokens, result.avg_logprob)
+
+
 def test_language_is_detected_when_not_given(base_models, clips):
     by_lang = {c.language: c for c in clips if c.path.parent.name == "picovoice_leopard"}
     pieces = [media.decode(by_lang[lang].path) for lang in ("en", "de", "fr")]

@@ -78,12 +78,10 @@ def avg_logprobs(
                 logits = row_logits(model, at_row[:, at : at + block])
             part = logits[:, at % block : at % block + SCORE_CHUNK]
             chosen = target[:, at : at + SCORE_CHUNK]
+            raw = part.log_softmax(-1).gather(-1, chosen)[0, :, 0]
             state = states.map(lambda t, at=at: t[:, at : at + SCORE_CHUNK])
             ruled = rules.apply(part, state).log_softmax(-1).gather(-1, chosen)[0, :, 0]
-            forbidden = torch.isinf(ruled)
-            if forbidden.any():  # rare (a row cut at the length limit): only then the raw scores
-                ruled = torch.where(forbidden, part.log_softmax(-1).gather(-1, chosen)[0, :, 0], ruled)
-            scores.append(ruled)
+            scores.append(torch.where(torch.isinf(ruled), raw, ruled))
         r.avg_logprob = float(torch.cat(scores).mean())
 
 
