@@ -180,6 +180,25 @@ def test_a_file_read_ahead_whose_batch_does_not_form_is_read_again_for_its_own_r
     assert len(failed) == 1 and "no audio samples" in failed[0]["error"], failed
 
 
+def test_the_next_long_file_is_read_while_the_last_batch_of_the_one_before_decodes(
+    small_archive, small_reference, cache_dir, tmp_path
+):
+    """Three files of several pieces each (batch 1: a piece is a batch): each file's audio is opened as the last
+    batch of the file before starts, not after it (its first batch waited on ffmpeg and the VAD) and not sooner
+    (held all that time, it would be kept from a worker idle at the job's tail). The tables are the same."""
+    trace = tmp_path / "trace.txt"
+    code, _, stderr = run_here(tmp_path / "job", small_archive, cache_dir, trace)
+    assert code == 0, stderr
+    events = [line.split()[:2] for line in lines(trace, claims=True, reads=True)]
+    claimed = [file_id for event, file_id in events if event == "claimed"]
+    assert len(claimed) == 3
+    for before, file_id in zip(claimed, claimed[1:]):
+        decoded = [i for i, e in enumerate(events) if e == ["decoded", before]]
+        first_read = events.index(["read", file_id])
+        assert len(decoded) > 1 and decoded[-2] < first_read < decoded[-1], (before, file_id, events)
+    assert tables(tmp_path / "job") == small_reference
+
+
 def test_failed_inputs_are_kept_retried_on_request_and_redone_when_fixed(small_archive, cache_dir, tmp_path):
     out = tmp_path / "job"
     broken = tmp_path / "episode two.mp3"

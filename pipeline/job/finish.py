@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +55,7 @@ class FileWork:
     names: dict[str, str] = field(default_factory=dict)  # input path -> output file name (outputs/names.output_names)
     only: set[str] | None = None  # the input paths whose outputs this run writes (None: every one)
     outputs: dict | None = None  # the outputs each finished file gets, as job.json records them (outputs/agreed.py)
+    last_batch: Callable[[], None] | None = None  # told as a file's last batch starts (schedule.py reads the next)
 
     def write_outputs(self, row: dict, segments: list[SegmentRow]) -> None:
         """A file's outputs (txt, srt, ...) as soon as its row is done or relabelled: a job stopped at 6 a.m.
@@ -92,6 +94,7 @@ class FileWork:
             diarizer=self.diarizer,
             ready=ready,
             stream=stream,
+            last_batch=self.last_batch,
             events=self.options.events,
         )
 

@@ -13,6 +13,7 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,6 +71,7 @@ class FileContext:
     diarizer: Diarizer | None = None
     ready: Predecoded | None = None  # decoded beside other files (cross-file batch): nothing left to decode
     stream: Stream | None = None  # its audio, opened ahead while the files before it decoded
+    last_batch: Callable[[], None] | None = None  # called as the file's last batch starts (the next file is read)
     events: Events = NOTHING  # what the run tells as it goes (facts/events.py)
 
     @property
@@ -107,6 +109,8 @@ def decoded_pieces(ctx: FileContext, info: media.AudioInfo, warnings: list[str])
             if known is None:
                 batch.append(queue[-1])
                 voices.append(heard)
+            if last and ctx.last_batch is not None:
+                ctx.last_batch()
             if batch and (len(batch) == size or last):
                 _decode_batch(ctx, batch, lock, checkpoint=ctx.checkpoint and not last, voices=voices)
                 batch, voices = [], []

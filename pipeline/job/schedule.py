@@ -78,15 +78,29 @@ class Worker(FileWork):
                             self.options.events.happened("claimed", task.file_id, held.deaths)
                             claims.append((task, held))
                         streams = lookahead.take([task for task, _ in claims])
-                        # The next group read while this one decodes, once held (no other worker reads it): only
-                        # after a batch of short files, which would wait on ffmpeg between batches. A long file
-                        # decodes for minutes and reads its own pieces ahead (Stream); holding the next file all
-                        # that time would keep it from a worker left idle at the job's tail.
-                        if at < len(pending) and all(self._one_piece(task, probed) for task in group):
-                            following = self._group(pending, at, probed)
-                            ahead = self._hold(following)
-                            lookahead.open([task for task in following if ahead[task.file_id] is not None])
-                        self._decode_claims(claims, probed, durations, job_bar, streams)
+
+                        def read_next(at=at, pending=pending) -> None:
+                            """The next group held (no other worker reads it) and its audio opened."""
+                            nonlocal ahead
+                            if at < len(pending) and not ahead:
+                                following = self._group(pending, at, probed)
+                                ahead = self._hold(following)
+                                lookahead.open([task for task in following if ahead[task.file_id] is not None])
+
+                        # The next group is read while this one decodes: after a batch of short files at once (they
+                        # would wait on ffmpeg between batches); after a long file only when its last batch starts
+                        # (its first batch would wait on ffmpeg and the VAD for batch-size pieces), not before:
+                        # holding the next file for the minutes a long one decodes would keep it from a worker
+                        # left idle at the job's tail.
+                        if all(self._one_piece(task, probed) for task in group):
+                            read_next()
+                            self.last_batch = None
+                        else:
+                            self.last_batch = read_next
+                        try:
+                            self._decode_claims(claims, probed, durations, job_bar, streams)
+                        finally:
+                            self.last_batch = None
                         pending += self._new_contents(probed, durations)
                     if len(busy) < len(pending):
                         looked_again = False
