@@ -11,3 +11,7 @@ try:
     import ctranslate2  # noqa: F401
 except ImportError:  # benches without a peer
     pass
+
+# Then the package, before any bench imports torch: its own settings for torch's OpenMP and MKL
+# (pipeline/__init__.py; a bench that imported torch first would measure without them, and be told so).
+import pipeline  # noqa: E402, F401

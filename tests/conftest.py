@@ -9,6 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# isort: off
+import pipeline  # noqa: F401 (before torch: its OpenMP and MKL settings go into the environment first)
+
+# isort: on
 import numpy as np
 import pyarrow.dataset as ds
 import pytest

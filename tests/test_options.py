@@ -148,6 +148,27 @@ def test_openmps_spin_count_is_in_the_environment_before_torch_loads_and_a_users
     assert result.stdout.strip() == str(torch_reads["GOMP_SPINCOUNT"])
 
 
+@pytest.mark.parametrize(
+    ("code", "given", "warned"),
+    [
+        ("import torch, pipeline", {}, True),  # a library user's order: libgomp already read its spin
+        ("import pipeline, torch", {}, False),
+        ("import torch, pipeline", {"GOMP_SPINCOUNT": "1000"}, False),  # set before Python started: it took
+    ],
+)
+def test_torch_imported_before_the_package_is_said_not_silent(code, given, warned):
+    """Imported after torch, the package's OpenMP and MKL settings come too late (dev01 beside two busy loops: 72-101
+    s instead of 38 s): a warning that says what to do, not a silently slower library."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env={**env, **given}
+    )
+    assert result.returncode == 0, result.stderr
+    assert ("torch was imported before pipeline" in result.stderr) == warned, result.stderr
+    if warned:
+        assert "Import pipeline before torch" in result.stderr and "GOMP_SPINCOUNT=1000" in result.stderr
+
+
 def test_a_log_file_gets_info_lines_and_the_terminal_keeps_showing_warnings_only(tmp_path):
     """`--log-file` raised podscribe's logger to INFO, and every INFO line reached the terminal too."""
     code = (

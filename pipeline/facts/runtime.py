@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import sys
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -143,6 +145,23 @@ def bound_kernel_caches() -> None:
     """Bound oneDNN's kernel caches (``KERNEL_CACHES``); a value the user set wins. oneDNN reads them when it
     makes its first kernel, so this runs before any model does (``pick_runtime``)."""
     _unless_set(KERNEL_CACHES)
+
+
+def warn_if_torch_came_first() -> None:
+    """A warning when torch was imported before ``pipeline`` (podscribe used as a library) and the user did not set
+    OpenMP's wait themselves: libgomp read its spin count when torch loaded, so podscribe's short spin
+    (``OPENMP_WAIT``) is missed, and with it the behaviour beside busy processes (dev01 beside two busy loops took
+    72-101 s instead of 38 s, measured 2026-12-06); MKL's strict mode too if MKL has been called. Call it before
+    the settings go into the environment."""
+    if "torch" in sys.modules and not any(name in os.environ for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")):
+        warnings.warn(
+            "torch was imported before pipeline: OpenMP's threads keep libgomp's long spin, which makes podscribe "
+            "several times slower beside other busy processes, and MKL may not be in its strict mode (a row's bits "
+            "may depend on the batch). Import pipeline before torch, or set GOMP_SPINCOUNT=1000 and "
+            "MKL_CBWR=AUTO,STRICT in the environment before Python starts.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _unless_set(values: dict[str, str]) -> None:
