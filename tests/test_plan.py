@@ -168,6 +168,17 @@ def test_a_job_made_before_an_option_existed_resumes_with_the_old_behaviour_and_
     with pytest.raises(ConfigChanged, match="min_s"):
         job.check_config(config(as_before, CutOptions(min_s=20.0, prefer_s=15.0)), SPEED_ONLY, recorded, ADDED)
 
+    # the job's own check says what to type: a night's job after an upgrade changed a default
+    from pipeline.job.config import check_config
+
+    with pytest.raises(ConfigChanged, match=r"To resume it as it was made: --prefer-piece 15\.$"):
+        check_config(job, config(as_before, CutOptions()), [])
+    with pytest.raises(ConfigChanged, match=r"as it was made: --prefer-piece 15 --no-coverage --fallback-beams 0\.$"):
+        check_config(job, config(DecodeOptions(), CutOptions()), [])
+    with pytest.raises(ConfigChanged) as refused:  # a path no flag sets: no half a command
+        check_config(job, {**config(as_before, cut_before), "models": {"model": "tiny.en"}}, [])
+    assert "as it was made" not in str(refused.value)
+
 
 def test_the_job_package_loads_neither_torch_nor_transformers_when_imported():
     """`podscribe status`, --dry-run and --help import the job's modules: none of them may load torch (seconds)."""

@@ -37,9 +37,13 @@ class JobLocked(PodscribeError):
 
 
 class ConfigChanged(PodscribeError):
-    """The job directory was made with another configuration."""
+    """The job directory was made with another configuration; ``changes``: (dotted path, its value then, now)."""
 
     exit_code = EXIT_CONFIG_CHANGED
+
+    def __init__(self, message: str, changes: tuple[tuple[str, object, object], ...] = ()):
+        super().__init__(message)
+        self.changes = changes
 
 
 class DamagedState(PodscribeError):

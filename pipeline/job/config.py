@@ -122,7 +122,10 @@ def check_config(job: JobDir, config: dict, rows: list[dict], joining: bool = Fa
     if old is not None:
         relabel = LABELS in config and not joining  # workers at work together must label alike
         labels = (LABELS, *(f"{LABELS}.{key}" for key in config[LABELS])) if relabel else ()
-        job.check_config(config, SPEED_ONLY + labels, old, ADDED)
+        try:
+            job.check_config(config, SPEED_ONLY + labels, old, ADDED)
+        except ConfigChanged as exc:
+            raise ConfigChanged(f"{exc}{as_made(exc.changes)}", exc.changes) from None
         return
     if not rows:
         return
@@ -145,6 +148,15 @@ def check_config(job: JobDir, config: dict, rows: list[dict], joining: bool = Fa
         f"{why}, and the results in {job.root} were made with another configuration. Use the "
         "options they were made with, another --out, or --restart to start over."
     )
+
+
+def as_made(changes) -> str:
+    """The flags that resume a job as it was made, for a refusal: what a night's job needs after an upgrade changed
+    a default (`--prefer-piece 15`)."""
+    flags = [option_table.as_flags(path, before) for path, before, _ in changes]
+    if not flags or None in flags:
+        return ""
+    return f" To resume it as it was made: {' '.join(flags)}."
 
 
 def compute_type(options: JobOptions) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -334,6 +335,19 @@ def owned(section: str, values: dict) -> dict:
             value = values[option.key]
             out[option.field] = option.convert(value) if option.convert else value
     return out
+
+
+def as_flags(path: str, value) -> str | None:
+    """The command-line spelling that gives the option recorded at ``path`` (job.json) this value: ``--prefer-piece
+    15``, ``--no-coverage``; None for a path no flag sets."""
+    option = next((o for o in OPTIONS if o.config_path == path and o.flags), None)
+    if option is None or value is None:  # no flag says "not set"
+        return None
+    if option.kind == "switch":
+        on, off = option.flags[0].split("/")
+        return on if value else off
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else toml_value(value)
+    return f"{option.flags[0]} {shlex.quote(text)}"
 
 
 def toml_value(value) -> str:

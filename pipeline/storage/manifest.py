@@ -228,12 +228,14 @@ class JobDir:
                 node = node.setdefault(key, {}) if isinstance(node, dict) else {}
             if isinstance(node, dict):
                 node.setdefault(leaf, value)
-        changes = [c for c in _diff(before, config) if c.split(":")[0] not in speed_only]
+        changes = tuple(c for c in _diff(before, config) if c[0] not in speed_only)
         if not changes:
             return
+        said = "; ".join(f"{path}: {a!r} -> {b!r}" for path, a, b in changes)
         raise ConfigChanged(
-            f"{self.root} was made with another configuration ({'; '.join(changes)}). "
-            "Use the same options to resume, another --out, or --restart to start over."
+            f"{self.root} was made with another configuration ({said}). "
+            "Use the same options to resume, another --out, or --restart to start over.",
+            changes,
         )
 
     def write_job(
@@ -447,12 +449,13 @@ def damage_hint(path: Path, error: str) -> str:
     )
 
 
-def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+def _diff(old: dict, new: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    """(dotted path, old value, new value) of every leaf that differs."""
     out = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             out += _diff(a, b, f"{prefix}{key}.")
         elif a != b:
-            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
+            out.append((f"{prefix}{key}", a, b))
     return out
