@@ -113,8 +113,13 @@ OPENMP_WAIT = {"GOMP_SPINCOUNT": "1000"}
 def short_openmp_spins() -> None:
     """``OPENMP_WAIT`` into the environment, unless the user chose a wait policy or a spin count (then theirs
     stands). Effective only before torch is imported in this process (and in every process started from it)."""
-    if not any(name in os.environ for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")):
+    if not _openmp_wait_chosen():
         os.environ.update(OPENMP_WAIT)
+
+
+def _openmp_wait_chosen() -> bool:
+    """Whether the user chose OpenMP's wait: a wait policy or a spin count (then podscribe leaves it alone)."""
+    return any(name in os.environ for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"))
 
 
 # MKL (torch's float32 matrix products on x86: the attention kernels' q·k and p·v, float32 linear layers) picks its
@@ -153,12 +158,13 @@ def warn_if_torch_came_first() -> None:
     (``OPENMP_WAIT``) is missed, and with it the behaviour beside busy processes (dev01 beside two busy loops took
     72-101 s instead of 38 s, measured 2026-12-06); MKL's strict mode too if MKL has been called. Call it before
     the settings go into the environment."""
-    if "torch" in sys.modules and not any(name in os.environ for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")):
+    if "torch" in sys.modules and not _openmp_wait_chosen():
+        settings = " and ".join(f"{k}={v}" for k, v in {**OPENMP_WAIT, **REPRODUCIBLE_BLAS}.items())
         warnings.warn(
             "torch was imported before pipeline: OpenMP's threads keep libgomp's long spin, which makes podscribe "
             "several times slower beside other busy processes, and MKL may not be in its strict mode (a row's bits "
-            "may depend on the batch). Import pipeline before torch, or set GOMP_SPINCOUNT=1000 and "
-            "MKL_CBWR=AUTO,STRICT in the environment before Python starts.",
+            f"may depend on the batch). Import pipeline before torch, or set {settings} in the environment before "
+            "Python starts.",
             RuntimeWarning,
             stacklevel=3,
         )

@@ -92,11 +92,10 @@ class Worker(FileWork):
                         # (its first batch would wait on ffmpeg and the VAD for batch-size pieces), not before:
                         # holding the next file for the minutes a long one decodes would keep it from a worker
                         # left idle at the job's tail.
-                        if all(self._one_piece(task, probed) for task in group):
+                        short = all(self._one_piece(task, probed) for task in group)
+                        if short:
                             read_next()
-                            self.last_batch = None
-                        else:
-                            self.last_batch = read_next
+                        self.last_batch = None if short else read_next
                         try:
                             self._decode_claims(claims, probed, durations, job_bar, streams)
                         finally:
