@@ -21,9 +21,10 @@ from transformers.generation.logits_process import (
     WhisperTimeStampLogitsProcessor,
 )
 
-from helpers import decode_batches, tiny_random_models
+from helpers import decode_batches, tiny_random_models, tiny_whisper
 from pipeline.audio import media
 from pipeline.backend.quantize import quantize
+from pipeline.decode import kv_cache
 from pipeline.decode.generate import encode, log_mel
 from pipeline.decode.kv_cache import KVCacheDecoder
 from pipeline.decode.rules import RuleState, WhisperRules
@@ -139,6 +140,17 @@ def test_attention_gives_a_row_the_same_bits_whatever_rows_and_threads_share_the
                     assert torch.equal(got[b : b + 1], alone[b]), f"row {b} of {rows} on {n} threads"
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_draft_reads_bf16_cross_attention_only_on_a_cpu_with_bf16_matrix_units(monkeypatch):
+    """Half the bytes per step where bf16 products run in hardware (AMX); float32 elsewhere, where oneDNN
+    reports bf16 support too but torch's bf16 attention took 5x the float32 time (a draft paid it every step).
+    The main model reads float32 everywhere (it is exact)."""
+    model = tiny_whisper()
+    for units, draft_dtype in ((False, torch.float32), (True, torch.bfloat16)):
+        monkeypatch.setattr(kv_cache, "cpu_has_bf16_units", lambda units=units: units)
+        assert KVCacheDecoder(model, exact=False).cross_dtype == draft_dtype
+        assert KVCacheDecoder(model).cross_dtype == torch.float32
 
 
 @pytest.mark.identity
