@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -164,6 +165,45 @@ def run_faster_whisper(model, files: dict[str, Path], temperature, language: str
             "info": {"language": info.language, "language_probability": round(info.language_probability, 3)},
         }
     return out
+
+
+def episodes_wall_s(result: dict) -> float:
+    """A run's wall time as the table counts it: the sum of its episodes' walls."""
+    return sum(ep["wall_s"] for ep in result["episodes"].values())
+
+
+def more_rounds(rounds: int, files, tmp: Path, language, results: dict, fw_model, fw_runs) -> dict:
+    """Runs 2..``rounds`` of podscribe's defaults and of faster-whisper's runs (those of run 1), alternating which
+    goes first; each label's walls (run 1's first) and whether each later run gave run 1's segments."""
+    labels = [label for label in ["podscribe base", *(run[0] for run in fw_runs)] if label in results]
+    out = {label: {"walls_s": [episodes_wall_s(results[label])], "same_segments": []} for label in labels}
+    for k in range(1, rounds):
+        for label in labels if k % 2 == 0 else labels[::-1]:
+            print(f"round {k + 1}: {label} ...", flush=True)
+            if label == "podscribe base":
+                r = run_podscribe(files, tmp / f"job-round-{k + 1}", language)
+            else:
+                _, temperature, beams = next(run for run in fw_runs if run[0] == label)
+                r = run_faster_whisper(fw_model, files, temperature, language, beams)
+            out[label]["walls_s"].append(episodes_wall_s(r))
+            first = results[label]["episodes"]
+            out[label]["same_segments"].append(all(r["episodes"][n]["rows"] == first[n]["rows"] for n in files))
+    return out if rounds > 1 else {}
+
+
+def report_rounds(rounds: dict) -> None:
+    if not rounds:
+        return
+    print("rounds (wall s, alternated; median; the same segments as round 1):")
+    medians = {label: statistics.median(r["walls_s"]) for label, r in rounds.items()}
+    for label, r in rounds.items():
+        walls = ", ".join(f"{w:.1f}" for w in r["walls_s"])
+        same = "yes" if all(r["same_segments"]) else "NO"
+        print(f"  {label:<28} {walls}; median {medians[label]:.1f}; same segments: {same}")
+    if "podscribe base" in medians:
+        for label, m in medians.items():
+            if label != "podscribe base":
+                print(f"  {label} / podscribe base, medians: {m / medians['podscribe base']:.2f}x")
 
 
 # -- the table ----------------------------------------------------------------------
@@ -302,6 +342,13 @@ def main() -> None:
         default="",
         help="comma-separated CPU thread counts: podscribe run again with each (--threads), e.g. 1 beside --busy",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run podscribe's defaults and faster-whisper's runs this many times, alternating which goes first: every "
+        "wall, the medians' ratio, and whether each run gave the first run's segments (on a machine whose runs spread)",
+    )
     parser.add_argument("--out", type=Path, help="write all results (scores, per-sentence details, hypotheses) as JSON")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -377,22 +424,23 @@ def main() -> None:
                 print("podscribe base, first pass only ...", flush=True)
                 results["podscribe 1st pass"] = run_podscribe(files, tmp / "job-first-pass", args.language, False)
                 results["podscribe 1st pass"]["load_avg_after"] = os.getloadavg()
+        fw_model, fw_runs = None, [("fw int8 greedy", 0.0, 1), ("fw int8 fallback", list(FW_DEFAULT_TEMPERATURES), 1)]
         if not args.skip_fw:
             from faster_whisper import WhisperModel
 
-            model = WhisperModel(
+            fw_model = WhisperModel(
                 str(registry.ct2_directory("base", tmp)),
                 device="cpu",
                 compute_type="int8",
                 cpu_threads=os.cpu_count() or 2,
             )
-            runs = [("fw int8 greedy", 0.0, 1), ("fw int8 fallback", list(FW_DEFAULT_TEMPERATURES), 1)]
             if args.fw_beam:
-                runs.append(("fw int8 beam 5 + fallback", list(FW_DEFAULT_TEMPERATURES), 5))
-            for label, temperature, beams in runs:
+                fw_runs.append(("fw int8 beam 5 + fallback", list(FW_DEFAULT_TEMPERATURES), 5))
+            for label, temperature, beams in fw_runs:
                 print(f"{label} ...", flush=True)
-                results[label] = run_faster_whisper(model, files, temperature, args.language, beams)
+                results[label] = run_faster_whisper(fw_model, files, temperature, args.language, beams)
                 results[label]["load_avg_after"] = os.getloadavg()
+        rounds = more_rounds(args.rounds, files, tmp, args.language, results, fw_model, fw_runs)
         if whispercpp_model is not None:
             label = "whisper.cpp base"
             print(f"{label} ({whispercpp_model.name}) ...", flush=True)
@@ -422,6 +470,7 @@ def main() -> None:
             else ""
         )
         print(f"{label}: load average after it {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}{busy}; {json.dumps(info)}")
+    report_rounds(rounds)
     if args.out:
         payload = {
             "episodes": names,
@@ -429,6 +478,7 @@ def main() -> None:
             "cpu_threads": os.cpu_count(),
             "busy_processes": args.busy,
             "configurations": {label: {"scores": scores[label], **results[label]} for label in results},
+            "rounds": rounds,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(payload, indent=1, default=float))
