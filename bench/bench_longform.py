@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.bench_longform [--episodes dev01_garden,dev03_jazz] [--skip-fw] [--first-pass]
                                              [--compute-types float32,int8] [--whispercpp [--whispercpp-converter PATH]]
                                              [--out results.json] [--job-dir DIR] [--longform ../shared/longform]
+                                             [--busy 2] [--rounds 3]
 
 Episodes: every <name>.ref.json in the long-form folder, or those named in --episodes. The folder is
 ../shared/longform by default (three synthetic podcast episodes with sample-accurate references; override
@@ -29,7 +30,9 @@ Configurations (all on this machine's CPU, one after the other, models loaded be
 Wall time is per episode (podscribe: its files table's wall_s; faster-whisper: transcribe() plus consuming
 its segment generator; whisper.cpp: ffmpeg's decode plus transcribe(); file decoding included for all).
 `x RT` = audio seconds per wall second.
-Numbers depend on the machine; compare configurations from the same run.
+Numbers depend on the machine; compare configurations from the same run. Runs on one machine spread (by ~15% on
+the 2-core EPYCs of 2026-12-06): ``--rounds 3`` runs podscribe and faster-whisper again, alternating, and gives
+the ratio of the medians.
 """
 
 from __future__ import annotations
