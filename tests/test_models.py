@@ -235,6 +235,58 @@ def test_int8_linear_packs_the_bits_of_torchs_per_channel_dynamic_layer():
     assert torch.equal(ours.q_per_channel_zero_points(), theirs.q_per_channel_zero_points())
 
 
+@pytest.mark.identity
+def test_stacked_int8_linear_gives_each_layers_own_bits():
+    """A decoder step's query, key and value as one int8 product (``Int8Linear.stacked``): each part bit for bit
+    the layer's own, with and without a bias, at any number of rows, a silent row and rows of very different
+    magnitudes among them; layers of different input widths cannot be stacked."""
+    from pipeline.backend.quantize import Int8Linear
+
+    torch.manual_seed(2)
+    layers = [Int8Linear(torch.nn.Linear(96, n, bias=b)) for n, b in ((40, True), (40, False), (24, True))]
+    stacked = Int8Linear.stacked(layers)
+    for rows in (1, 3, 8, 200):
+        x = torch.randn(rows, 96) * torch.logspace(-2, 2, rows)[:, None]
+        x[0] = 0.0
+        parts = stacked(x).split([40, 40, 24], dim=-1)
+        for layer, part in zip(layers, parts):
+            assert torch.equal(layer(x), part)
+    with pytest.raises(ValueError, match="input widths"):
+        Int8Linear.stacked([layers[0], Int8Linear(torch.nn.Linear(32, 8))])
+
+
+@pytest.mark.identity
+def test_a_small_int8_product_runs_on_the_calling_thread_with_the_same_bits(monkeypatch):
+    """A decoder step's products (up to ``ONE_THREAD_MACS`` multiply-adds) run on one thread, the encoder's on
+    all of them, and the thread count is back afterwards; the integer products are exact, so the bits are the
+    ones all threads give."""
+    import pipeline.backend.quantize as quantize_module
+    from pipeline.backend.quantize import ONE_THREAD_MACS, Int8Linear
+
+    seen = []
+    original = torch.ops.quantized.linear_dynamic
+
+    def counted(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return original(*args, **kwargs)
+
+    torch.manual_seed(3)
+    layer = Int8Linear(torch.nn.Linear(512, 512))
+    small, large = torch.randn(8, 512), torch.randn(1500, 512)
+    assert 8 * 512 * 512 <= ONE_THREAD_MACS < 1500 * 512 * 512
+    monkeypatch.setattr(torch.ops.quantized, "linear_dynamic", counted)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # a test worker may run on one thread: two here, whatever the machine
+    try:
+        got_small, got_large = layer(small), layer(large)
+        assert seen == [1, 2] and torch.get_num_threads() == 2
+        monkeypatch.setattr(quantize_module, "ONE_THREAD_MACS", 0)  # every product on both threads
+        assert torch.equal(layer(small), got_small) and torch.equal(layer(large), got_large)
+        assert seen[2:] == [2, 2]
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_int8_linear_works_in_and_out_of_inference_mode_in_one_thread():
     """Its scratch buffer is per thread and kept: first made inside ``torch.inference_mode`` (the decoder's
     loops run there), it must still be writable in the same thread outside it."""

@@ -184,6 +184,34 @@ def test_a_rows_step_does_not_depend_on_how_far_the_rows_beside_it_are(base_voca
 
 
 @pytest.mark.identity
+def test_the_int8_decoders_one_query_key_value_product_gives_the_three_products_bits(base_vocabulary):
+    """The main model's int8 decoder projects query, key and value in one product (fewer calls a step); its logits
+    are bit for bit those of three products, in a prefill, a step and a verify step. Float models keep three:
+    a float product of stacked weights may round differently."""
+    float_model = copy.deepcopy(tiny_random_models(base_vocabulary, 11).main)
+    assert all(op.stacked is None for op in KVCacheDecoder(float_model).ops)
+    model = quantize(float_model, "int8")
+    torch.manual_seed(1)
+    encoded = torch.randn(2, 1500, 64)
+    ids = torch.randint(0, 50000, (2, 24))
+
+    def logits(stacked: bool) -> list[torch.Tensor]:
+        decoder = KVCacheDecoder(model)
+        assert all((op.stacked is not None) for op in decoder.ops)
+        if not stacked:
+            for op in decoder.ops:
+                op.stacked = None
+        decoder.start(encoded, 32)
+        start = torch.tensor([0, 0])
+        prefill = decoder.forward(ids[:, :20], start)
+        step = decoder.forward(ids[:, 20:21], start + 20)
+        return [prefill, step, decoder.forward(ids[:, 21:24], start + 21, one_at_a_time=True)]
+
+    for one, three in zip(logits(True), logits(False)):
+        assert torch.equal(one, three)
+
+
+@pytest.mark.identity
 @pytest.mark.parametrize("compute_type", ["float32", "bfloat16", "int8"])
 def test_features_and_encoder_a_piece_at_a_time_equal_the_batch(compute_type, base_models, eight_pieces):
     """On the CPU the log-mel features and base's encoder run a piece at a time (under half the memory, no

@@ -19,7 +19,7 @@ being the main model's own). CTranslate2, which faster-whisper's ``int8`` runs o
 with its own scale for this reason.
 
 ``Int8Linear`` gets per-row scales out of fbgemm's fast per-tensor kernel: every row is divided by its
-own largest magnitude (so it lies in [-1, 1]), and one more row holding -1 and +1 is appended, so the
+own largest magnitude (so it lies in [-1, 1]), and one more row holding -1 and +1 is put first, so the
 tensor's min and max — hence the quantization step and zero point — are the same fixed ones whatever
 the other rows hold. The integer products are exact, the rescaling is per element: each row's output
 is bit-for-bit the one it would have alone (``tests/test_models.py`` checks it). Weights are int8 per
@@ -42,20 +42,28 @@ import warnings
 import torch
 
 _TINY = 1e-12  # an all-zero row keeps scale 0 and yields the bias alone
+ONE_THREAD_MACS = 2**23  # products up to this many multiply-adds run on the calling thread (decision record 0046)
 _local = threading.local()
 
 
 def _workspace(n_rows: int, n_cols: int) -> torch.Tensor:
-    """One scratch buffer per thread, grown as needed: a fresh 50 MB tensor per encoder layer costs more
-    in page faults than the scaling itself."""
-    need = n_rows * n_cols
-    buf = getattr(_local, "buf", None)
-    if buf is None or buf.numel() < need:
+    """A [n_rows + 1, n_cols] scratch tensor whose first row holds -1, 0, ..., 0, +1 (the fixed ends of every
+    product's quantization range, ``Int8Linear``): one per thread and input width, grown as needed, the ends
+    written once. A fresh 50 MB tensor per encoder layer cost more in page faults than the scaling itself, and
+    writing the ends row at every call was one more operation of a decoder step's ~50 small products."""
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = _local.bufs = {}
+    buf = bufs.get(n_cols)
+    if buf is None or buf.shape[0] < n_rows + 1:
         # a normal tensor, even when first needed inside inference mode: an inference tensor could not be
         # written to outside it (a thread that decodes under inference_mode and then aligns or probes without it)
         with torch.inference_mode(False):
-            buf = _local.buf = torch.empty(need)
-    return buf[:need].view(n_rows, n_cols)
+            buf = torch.empty(n_rows + 1, n_cols)
+            buf[0].zero_()
+            buf[0, 0], buf[0, -1] = -1.0, 1.0
+        bufs[n_cols] = buf
+    return buf[: n_rows + 1]
 
 
 class Int8Linear(torch.nn.Module):
@@ -67,18 +75,23 @@ class Int8Linear(torch.nn.Module):
         self._packed = _packed_per_channel(linear.weight.detach().float())
         bias = linear.bias.detach().float().clone() if linear.bias is not None else None
         self.register_buffer("bias", bias, persistent=False)
-        ends = torch.zeros(self.in_features)
-        ends[0], ends[-1] = -1.0, 1.0
-        self.register_buffer("_ends", ends, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype, shape = x.dtype, x.shape
         rows = x.reshape(-1, self.in_features).float()
-        scale = torch.maximum(rows.amax(dim=1, keepdim=True), rows.amin(dim=1, keepdim=True).neg_())
-        unit = _workspace(rows.shape[0] + 1, self.in_features)
-        torch.div(rows, scale.clamp_min(_TINY), out=unit[:-1])
-        unit[-1] = self._ends
-        out = torch.ops.quantized.linear_dynamic(unit, self._packed, reduce_range=True)[:-1].mul_(scale)
+        scale = rows.abs().amax(dim=1, keepdim=True)  # each row's largest magnitude
+        unit = _workspace(rows.shape[0], self.in_features)  # row 0: the ends
+        torch.div(rows, scale.clamp_min(_TINY), out=unit[1:])
+        threads = torch.get_num_threads()
+        if threads > 1 and rows.shape[0] * self.in_features * self.out_features <= ONE_THREAD_MACS:
+            torch.set_num_threads(1)  # a decoder step's product: waking the other thread costs more than its half
+            try:
+                out = torch.ops.quantized.linear_dynamic(unit, self._packed, reduce_range=True)
+            finally:
+                torch.set_num_threads(threads)
+        else:
+            out = torch.ops.quantized.linear_dynamic(unit, self._packed, reduce_range=True)
+        out = out[1:].mul_(scale)
         if self.bias is not None:
             out.add_(self.bias)
         return out.reshape(*shape[:-1], self.out_features).to(dtype)
@@ -87,6 +100,31 @@ class Int8Linear(torch.nn.Module):
         """The float weight the int8 one stands for, and the bias."""
         weight, _ = torch.ops.quantized.linear_unpack(self._packed)
         return weight.dequantize(), self.bias
+
+    @classmethod
+    def stacked(cls, layers: list[Int8Linear]) -> Int8Linear:
+        """One layer computing what ``layers`` (of one input width) compute, their outputs side by side: one
+        product, one row scaling and one call instead of several where they read the same input (a decoder
+        step's query, key and value). The same bits as each layer alone: its int8 weights and channel scales are
+        theirs, stacked; the row scaling is the input's; the integer products are exact and each output element is
+        rescaled on its own (``test_stacked_int8_linear_gives_each_layers_own_bits``)."""
+        if len({layer.in_features for layer in layers}) != 1:
+            raise ValueError("stacked layers read one input: their input widths must agree")
+        weights = [torch.ops.quantized.linear_unpack(layer._packed)[0] for layer in layers]
+        stacked = torch._make_per_channel_quantized_tensor(
+            torch.cat([w.int_repr() for w in weights]),
+            torch.cat([w.q_per_channel_scales() for w in weights]).double(),
+            torch.cat([w.q_per_channel_zero_points() for w in weights]).long(),
+            0,
+        )
+        biases = [layer.bias if layer.bias is not None else torch.zeros(layer.out_features) for layer in layers]
+        fused = cls.__new__(cls)
+        torch.nn.Module.__init__(fused)
+        fused.in_features, fused.out_features = layers[0].in_features, sum(layer.out_features for layer in layers)
+        with _deprecated_api():
+            fused._packed = torch.ops.quantized.linear_prepack(stacked, None)
+        fused.register_buffer("bias", torch.cat(biases), persistent=False)
+        return fused
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per token"

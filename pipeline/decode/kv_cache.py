@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from ..backend.hf_internals.attention import check_attention_layout, decoder_of
-from ..backend.quantize import dequantized, fast_linear, quantize_like
+from ..backend.quantize import Int8Linear, dequantized, fast_linear, quantize_like
 from ..facts.runtime import cpu_has_bf16_units
 
 
@@ -206,10 +206,13 @@ class KVCacheDecoder:
             mask = (torch.arange(width, device=ids.device)[None, None, :] <= pos[:, :, None])[:, None]  # [B,1,Q,W]
         for i, op in enumerate(self.ops):
             h = op.norm1(x)
-            if op.qkv is None:
-                query, key, value = op.q(h) * self.scaling, op.k(h), op.v(h)
-            else:
+            if op.qkv is not None:  # a draft's fused projection: the query scaled in its weights
                 query, key, value = op.qkv(h).chunk(3, dim=-1)
+            elif op.stacked is not None:  # int8: one product, each part's own bits
+                query, key, value = op.stacked(h).chunk(3, dim=-1)
+                query = query * self.scaling
+            else:
+                query, key, value = op.q(h) * self.scaling, op.k(h), op.v(h)
             # written through a [B, capacity, H, hd] view: index_put_ (scatter_ is far slower in bf16 on the CPU)
             self.self_k[i].transpose(1, 2).index_put_((row_of, pos), key.reshape(rows, q, self.heads, self.head_dim))
             self.self_v[i].transpose(1, 2).index_put_((row_of, pos), value.reshape(rows, q, self.heads, self.head_dim))
@@ -249,6 +252,10 @@ class _LayerOps:
             fast_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj)
         )
         self.qkv = None if qkv is None else fast_linear(qkv)
+        # the main model's int8 query, key and value as one layer (exact: Int8Linear.stacked); float products
+        # are blocked by their width, so stacking their weights could change a last bit: not those
+        parts = (attn.q_proj, attn.k_proj, attn.v_proj)
+        self.stacked = Int8Linear.stacked(list(parts)) if all(type(m) is Int8Linear for m in parts) else None
         self.cross_q, self.cross_o = fast_linear(cross.q_proj), fast_linear(cross.out_proj)
         self.fc1, self.fc2 = fast_linear(layer.fc1), fast_linear(layer.fc2)
         self.act = layer.activation_fn
