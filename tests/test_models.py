@@ -242,16 +242,14 @@ def test_int8_linear_packs_the_bits_of_torchs_per_channel_dynamic_layer():
 def test_int8_packing_quantizes_bases_weights_as_torch_does(base_models):
     """The packing's own rounding (``_quantized_per_channel``, tensor operations) against torch's kernel on the
     weights the product runs: every linear layer of ``base``, 72 million values, each int8 value the same."""
-    from pipeline.backend.quantize import _deprecated_api, _quantized_per_channel
+    from pipeline.backend.quantize import _channel_qparams, _deprecated_api, _quantized_per_channel
 
     layers = [m for m in base_models.main.modules() if type(m) is torch.nn.Linear]
     assert len(layers) > 90  # float32 layers, as a model is before the int8 compute type packs it
     with _deprecated_api():
         for layer in layers:
             weight = layer.weight.detach().float()
-            observer = torch.ao.quantization.per_channel_dynamic_qconfig.weight()
-            observer(weight)
-            scales, zero_points = observer.calculate_qparams()
+            scales, zero_points = _channel_qparams(weight)
             ours = _quantized_per_channel(weight, scales, zero_points)
             theirs = torch.quantize_per_channel(weight, scales.double(), zero_points.long(), 0, torch.qint8)
             assert torch.equal(ours.int_repr(), theirs.int_repr())

@@ -179,10 +179,15 @@ def _packed_per_channel(weight: torch.Tensor) -> torch.Tensor:
     linear layer; the module's way (a float layer built and randomly initialised, copied, packed three times) was
     most of a small model's load, paid at every start of a run, a worker or a watched child."""
     with _deprecated_api():
+        return torch.ops.quantized.linear_prepack(_quantized_per_channel(weight, *_channel_qparams(weight)), None)
+
+
+def _channel_qparams(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scales and zero points torch's per-channel dynamic layer gives ``weight`` (its weight observer's)."""
+    with _deprecated_api():
         observer = torch.ao.quantization.per_channel_dynamic_qconfig.weight()
         observer(weight)
-        scales, zero_points = observer.calculate_qparams()
-        return torch.ops.quantized.linear_prepack(_quantized_per_channel(weight, scales, zero_points), None)
+        return observer.calculate_qparams()
 
 
 def _quantized_per_channel(weight: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor) -> torch.Tensor:
