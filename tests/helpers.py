@@ -21,7 +21,8 @@ from transformers import GenerationConfig, WhisperProcessor
 
 from bench.common import encode
 from bench.common import ffmpeg as ffmpeg
-from pipeline.models.load import Models, contiguous_encoder_stream
+from pipeline.backend.hf_internals.encoder import contiguous_encoder_stream
+from pipeline.models.load import Models
 from pipeline.models.registry import ResolvedModel
 
 

@@ -50,7 +50,7 @@ def test_converted_greedy_tokens_equal_ctranslate2(alias, english_human, cache_d
         samples = media.decode(clip.path)
         features = models.processor.feature_extractor(samples, sampling_rate=16000, return_tensors="pt").input_features
         with torch.inference_mode():
-            ours = models.main.generate(
+            ours = models.transformers_main().generate(
                 features,
                 num_beams=1,
                 return_timestamps=True,

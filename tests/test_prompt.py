@@ -121,7 +121,7 @@ def test_language_no_speech_and_logprob_as_transformers_computes_them(base_model
         mp.setattr(WhisperNoSpeechDetection, "__call__", recording)
         for i, r in enumerate(results):
             seen.clear()
-            out = base_models.main.generate(
+            out = base_models.transformers_main().generate(
                 features[i : i + 1],
                 return_timestamps=True,
                 return_segments=True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..backend.hf_internals.cache import cache_of
+from ..models.torch_whisper import TorchWhisper
 from .kv_cache import CrossKV
 
 
@@ -27,8 +27,12 @@ def forced_hidden(model, encoded: torch.Tensor, ids: torch.Tensor, cross: CrossK
     batch's logits at once, [B, T, 51865] floats and the softmax's copy, were a batch's peak memory: an
     hour-long episode, which meets such a batch sooner or later, peaked far above a 3-minute one (decision
     record 0009)."""
+    if isinstance(model, TorchWhisper):  # the same pass without transformers (models/torch_whisper.py)
+        return model.model.decoder(ids, encoded, cross).last_hidden_state
     if cross is None:
         return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded).last_hidden_state
+    from ..backend.hf_internals.cache import cache_of
+
     return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded, cache=cache_of(cross)).last_hidden_state
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+from transformers import WhisperFeatureExtractor
 
 from ..facts.records import DecodeStats
 from ..facts.runtime import return_freed_memory
@@ -58,7 +58,7 @@ def log_mel(extractor: WhisperFeatureExtractor, audio: list[np.ndarray], device,
     return torch.cat(rows).to(device, dtype)
 
 
-def encode(model: WhisperForConditionalGeneration, features: torch.Tensor) -> torch.Tensor:
+def encode(model: torch.nn.Module, features: torch.Tensor) -> torch.Tensor:
     """The encoder's output for rows of features. On the CPU a row at a time: the same bits as the batch (a
     row's sums do not depend on the rows beside it; tested), no slower and under half the batch's transient
     memory (the MLP's [rows x 1500, 2048] activations; decision record 0009); on CUDA the batch, which keeps the
@@ -143,7 +143,8 @@ class Generator:
         self.main = KVCacheDecoder(main)
         assistant = models.assistant if use_assistant else None
         self.draft = KVCacheDecoder(assistant, exact=False) if assistant is not None else None
-        self.seq2seq_draft = isinstance(assistant, WhisperForConditionalGeneration)
+        # a draft with an encoder of its own (WhisperForConditionalGeneration), not a decoder-only one
+        self.seq2seq_draft = hasattr(getattr(assistant, "model", None), "encoder")
         self.draft_model = assistant
         self.draft_extractor = None
         if self.seq2seq_draft and assistant.config.num_mel_bins != main.config.num_mel_bins:

@@ -116,7 +116,7 @@ class RoutedGenerate:
 
 def routed_model(models: Models):
     """A view of the main model (weights shared, nothing copied) whose ``generate`` is podscribe's."""
-    return hf_internals.routed_model(models.main, RoutedGenerate(models))
+    return hf_internals.routed_model(models.transformers_main(), RoutedGenerate(models))
 
 
 def asr_pipeline(models: Models, **kwargs):

@@ -20,6 +20,7 @@ import torch
 from ..backend.hf_internals.cache import beams_share_one_source
 from ..backend.hf_internals.encoder import reuse_encoder
 from ..facts.whisper import Tokens
+from ..models.torch_whisper import as_transformers
 
 
 class CallCounter:
@@ -82,7 +83,9 @@ def hf_generate(
     temperature: float = 0.0,
     max_new_tokens: int | None = None,
 ):
-    """Per row: (token ids after the prompt without end-of-text, segment dicts, (main calls, draft calls))."""
+    """Per row: (token ids after the prompt without end-of-text, segment dicts, (main calls, draft calls)).
+    ``model``: transformers' or podscribe's own (``models/torch_whisper.py``), run as transformers' here."""
+    model = as_transformers(model)
     eot = Tokens.of(model.generation_config).eot
     main_counter, draft_counter = CallCounter(model), CallCounter(assistant)
     if encoded is None:

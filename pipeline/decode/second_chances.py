@@ -114,7 +114,7 @@ def abandon_on_stop(t: Stage):
         if stop is not None and stop.is_set():
             raise Abandoned()
 
-    handle = t.models.main.register_forward_pre_hook(check)
+    handle = t.models.transformers_main().register_forward_pre_hook(check)  # the model generate runs
     try:
         if stop is not None and stop.is_set():
             raise Abandoned()
@@ -165,7 +165,7 @@ def again(t: Stage, features, encoded, language: str | None, beams: int, tempera
     with torch.random.fork_rng(devices=cuda):  # seeded here, the caller's random state untouched
         torch.manual_seed(recover.SEED)
         ((_, segments, (calls, _)),) = hf_generate(
-            t.models.main,
+            t.models.transformers_main(),
             features,
             [language],
             True,

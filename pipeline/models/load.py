@@ -9,20 +9,19 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from transformers import (
-    AutoConfig,
-    WhisperForCausalLM,
-    WhisperForConditionalGeneration,
-    WhisperProcessor,
-)
+from typing import TYPE_CHECKING
 
-from ..backend.hf_internals.encoder import contiguous_encoder_stream
+import torch
+from transformers import WhisperFeatureExtractor, WhisperTokenizer
+
 from ..backend.quantize import quantize
 from ..facts.runtime import Runtime
 from ..facts.whisper import Tokens
-from .draft import apply_draft_vocab, check_draft_fits
+from . import torch_whisper
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, draft_for, hub_id, resolve
+
+if TYPE_CHECKING:  # transformers' modeling stack is imported where a model needs it (models/torch_whisper.py)
+    from transformers import WhisperForCausalLM, WhisperForConditionalGeneration
 
 AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
@@ -30,10 +29,32 @@ CPU_DEFAULTS = ("base", None)
 AUTO_CANDIDATES = {"cuda": "distil-whisper/distil-large-v3", "cpu": SELF_INT8}  # what `auto` measures against plain
 
 
+@dataclass(frozen=True)
+class Processor:
+    """Whisper's feature extractor and tokenizer, as transformers' ``WhisperProcessor`` holds them: importing that
+    class imports transformers' modeling stack (1 s of a CLI start-up on a 2-core CPU, models/torch_whisper.py)."""
+
+    feature_extractor: WhisperFeatureExtractor
+    tokenizer: WhisperTokenizer
+
+    @classmethod
+    def from_pretrained(cls, location: str) -> Processor:
+        return cls(WhisperFeatureExtractor.from_pretrained(location), WhisperTokenizer.from_pretrained(location))
+
+    def get_prompt_ids(self, text: str, return_tensors: str | None = None):
+        return self.tokenizer.get_prompt_ids(text, return_tensors=return_tensors)
+
+    def save_pretrained(self, folder) -> None:
+        """The files ``WhisperProcessor.save_pretrained`` writes (a draft's folder loads anywhere a model's does)."""
+        from transformers import WhisperProcessor
+
+        WhisperProcessor(feature_extractor=self.feature_extractor, tokenizer=self.tokenizer).save_pretrained(folder)
+
+
 @dataclass(kw_only=True)
 class Models:
-    main: WhisperForConditionalGeneration
-    processor: WhisperProcessor
+    main: WhisperForConditionalGeneration | torch_whisper.TorchWhisper
+    processor: Processor
     assistant: torch.nn.Module | None
     main_ref: ResolvedModel
     assistant_name: str | None
@@ -43,6 +64,11 @@ class Models:
     @property
     def tokenizer(self):
         return self.processor.tokenizer
+
+    def transformers_main(self) -> WhisperForConditionalGeneration:
+        """The main model as transformers' class, for what runs transformers' own forward (its ``generate``, the
+        ASR pipeline): the model itself, or one built around its very modules (``torch_whisper.as_transformers``)."""
+        return torch_whisper.as_transformers(self.main)
 
     def with_assistant(self, assistant: torch.nn.Module | None, name: str | None) -> Models:
         """The same main model with another draft (None: alone), used as given (not a candidate)."""
@@ -81,6 +107,8 @@ def draft_candidate(main: ResolvedModel, runtime: Runtime, table: dict[str, str 
 
 
 def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
+    from ..backend.hf_internals.encoder import contiguous_encoder_stream
+
     """``use_kernels=False``: transformers (5.2x) swaps layers such as Whisper's GELU for kernels fetched from the
     hub on CUDA unless told not to. podscribe runs transformers' own torch modules: an offline GPU machine cannot
     fetch a kernel, the swap changes the arithmetic every identity claim is measured on, and without the
@@ -99,14 +127,26 @@ def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
     return contiguous_encoder_stream(model.to(runtime.device).eval())
 
 
-def _processor(ref: ResolvedModel) -> WhisperProcessor:
+def _main_model(ref: ResolvedModel, runtime: Runtime) -> torch.nn.Module:
+    """On the CPU, a local checkpoint of a plain Whisper in sdpa: ``torch_whisper`` (the same arithmetic as
+    transformers', without importing its modeling stack at start-up). Anything else: transformers' model."""
+    if runtime.device.type == "cpu" and runtime.attn_implementation == "sdpa":
+        local = Path(ref.location) / "config.json"
+        if local.is_file() and torch_whisper.loadable(ref.location, _config(ref)):
+            return torch_whisper.load(ref.location, runtime.dtype)
+    from transformers import WhisperForConditionalGeneration
+
+    return _from_pretrained(WhisperForConditionalGeneration, ref, runtime)
+
+
+def _processor(ref: ResolvedModel) -> Processor:
     try:
-        return WhisperProcessor.from_pretrained(ref.location)
+        return Processor.from_pretrained(ref.location)
     except OSError as exc:
         raise ModelUnavailable(f"cannot load the tokenizer of {ref.name!r}: {exc}\n{OFFLINE_HINT}") from exc
 
 
-def check_same_tokenizer(main_proc: WhisperProcessor, other_proc: WhisperProcessor, other_name: str) -> None:
+def check_same_tokenizer(main_proc: Processor, other_proc: Processor, other_name: str) -> None:
     a, b = main_proc.tokenizer, other_proc.tokenizer
     if a.get_vocab() != b.get_vocab() or a.all_special_ids != b.all_special_ids:
         raise ValueError(
@@ -119,6 +159,9 @@ def check_same_tokenizer(main_proc: WhisperProcessor, other_proc: WhisperProcess
 
 def decoder_only_assistant(main: WhisperForConditionalGeneration) -> WhisperForCausalLM:
     """A WhisperForCausalLM holding a copy of the main decoder; it reads the main encoder's output."""
+    from transformers import WhisperForCausalLM
+
+    main = torch_whisper.as_transformers(main)
     config = copy.deepcopy(main.config)
     config.is_encoder_decoder = False
     draft = WhisperForCausalLM(config).to(dtype=main.dtype)
@@ -154,7 +197,11 @@ ENCODER_SHAPE = (
 def _config(ref: ResolvedModel) -> dict:
     local = Path(ref.location) / "config.json"
     try:
-        return json.loads(local.read_text()) if local.is_file() else AutoConfig.from_pretrained(ref.location).to_dict()
+        if local.is_file():
+            return json.loads(local.read_text())
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(ref.location).to_dict()
     except OSError as exc:
         raise ModelUnavailable(f"cannot read the config of {ref.name!r}: {exc}\n{OFFLINE_HINT}") from exc
 
@@ -167,6 +214,8 @@ def assistant_class(assistant_config: dict, main_config) -> type:
     runs that encoder on its own features: podscribe's loop handles both kinds
     (transformers' assisted generation mis-decodes timestamps with the second).
     """
+    from transformers import WhisperForCausalLM, WhisperForConditionalGeneration
+
     if any("CausalLM" in a for a in assistant_config.get("architectures") or []):
         return WhisperForCausalLM
     if all(assistant_config.get(k) == getattr(main_config, k) for k in ENCODER_SHAPE):
@@ -177,10 +226,14 @@ def assistant_class(assistant_config: dict, main_config) -> type:
 def load_assistant(
     name: str,
     main: WhisperForConditionalGeneration,
-    processor: WhisperProcessor,
+    processor: Processor,
     runtime: Runtime,
     cache_dir: Path | None = None,
 ) -> torch.nn.Module:
+    from transformers import WhisperForCausalLM
+
+    from .draft import apply_draft_vocab, check_draft_fits
+
     if name == SELF_INT8:
         return quantized_self_draft(main)
     ref = resolve(name, cache_dir)
@@ -200,7 +253,7 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
     default_main, _ = default_names(runtime)
     main_ref = resolve(model or default_main, cache_dir)
     processor = _processor(main_ref)
-    main = _from_pretrained(WhisperForConditionalGeneration, main_ref, runtime)
+    main = _main_model(main_ref, runtime)
     if assistant == "default":
         assistant = draft_candidate(main_ref, runtime, {"cuda": CUDA_DEFAULTS[1], "cpu": CPU_DEFAULTS[1]})
     draft, auto = None, assistant == AUTO

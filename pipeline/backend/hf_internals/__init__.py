@@ -16,54 +16,58 @@ stand-in that lacks what it needs.
 
 from __future__ import annotations
 
-import transformers
+import importlib
 
-from .asr_pipeline import ASR_DEFAULTS, asr_greedy_by_default, check_asr_pipeline, routed_model
-from .attention import ATTENTION, ATTENTION_LAYOUT, DECODER, DECODER_LAYER, check_attention_layout, decoder_of
-from .base import CHECKED, InternalsChanged, Patch
-from .cache import CACHE_LAYERS, beams_share_one_source, cache_of, check_cache_layers
-from .encoder import (
-    ENCODER_STREAM,
-    REUSE_ENCODER,
-    check_encoder_stream,
-    check_reuse_encoder,
-    contiguous_encoder_stream,
-    reuse_encoder,
-)
+# name -> the module of this package that defines it. Imported at first use, not with the package: the encoder's
+# and the cache's patches import transformers' modeling stack (3.4 s on a 2-core CPU), which the default CPU path
+# no longer needs (models/torch_whisper.py), while its decoder still reads the attention layout checked here.
+_WHERE = {
+    "ASR_DEFAULTS": "asr_pipeline",
+    "asr_greedy_by_default": "asr_pipeline",
+    "check_asr_pipeline": "asr_pipeline",
+    "routed_model": "asr_pipeline",
+    "ATTENTION": "attention",
+    "ATTENTION_LAYOUT": "attention",
+    "DECODER": "attention",
+    "DECODER_LAYER": "attention",
+    "check_attention_layout": "attention",
+    "decoder_of": "attention",
+    "CHECKED": "base",
+    "InternalsChanged": "base",
+    "Patch": "base",
+    "CACHE_LAYERS": "cache",
+    "beams_share_one_source": "cache",
+    "cache_of": "cache",
+    "check_cache_layers": "cache",
+    "ENCODER_STREAM": "encoder",
+    "REUSE_ENCODER": "encoder",
+    "check_encoder_stream": "encoder",
+    "check_reuse_encoder": "encoder",
+    "contiguous_encoder_stream": "encoder",
+    "reuse_encoder": "encoder",
+}
+_PATCHES = ("ENCODER_STREAM", "REUSE_ENCODER", "CACHE_LAYERS", "ATTENTION_LAYOUT", "ASR_DEFAULTS")
 
-PATCHES = (ENCODER_STREAM, REUSE_ENCODER, CACHE_LAYERS, ATTENTION_LAYOUT, ASR_DEFAULTS)
+__all__ = sorted([*_WHERE, "PATCHES", "check_all"])
 
-__all__ = [
-    "ASR_DEFAULTS",
-    "ATTENTION",
-    "ATTENTION_LAYOUT",
-    "CACHE_LAYERS",
-    "CHECKED",
-    "DECODER",
-    "DECODER_LAYER",
-    "ENCODER_STREAM",
-    "PATCHES",
-    "REUSE_ENCODER",
-    "InternalsChanged",
-    "Patch",
-    "asr_greedy_by_default",
-    "beams_share_one_source",
-    "cache_of",
-    "check_all",
-    "check_asr_pipeline",
-    "check_attention_layout",
-    "check_cache_layers",
-    "check_encoder_stream",
-    "check_reuse_encoder",
-    "contiguous_encoder_stream",
-    "decoder_of",
-    "reuse_encoder",
-    "routed_model",
-]
+
+def __getattr__(name: str):
+    if name == "PATCHES":
+        return tuple(__getattr__(patch) for patch in _PATCHES)
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
 
 
 def check_all() -> None:
     """Every check against the installed transformers (the model-shaped one on a tiny random Whisper)."""
+    import transformers
+
+    from .asr_pipeline import check_asr_pipeline
+    from .attention import check_attention_layout
+    from .cache import check_cache_layers
+    from .encoder import check_encoder_stream, check_reuse_encoder, contiguous_encoder_stream
+
     check_encoder_stream()
     check_reuse_encoder()
     check_cache_layers()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
-import transformers
-
 CHECKED = "transformers 5.24.0 with torch 2.13.0"  # the versions every check here was written and run against
 
 
@@ -22,6 +20,8 @@ class Patch:
 
 def require(patch: Patch, ok: bool, missing: str) -> None:
     if not ok:
+        import transformers
+
         raise InternalsChanged(
             f"{patch.name} relies on {missing}, which the installed transformers {transformers.__version__} "
             f"lacks (checked against {CHECKED}; it relies on {patch.relies_on}). Install the transformers of "

@@ -1,0 +1,184 @@
+"""podscribe's own Whisper forward (models/torch_whisper.py) against transformers' on the same checkpoint: the same
+bits out of the encoder and the teacher-forced pass, the same tokens and scores out of a whole decode, a
+transformers twin that shares every module, and a CLI run that never imports transformers' modeling stack."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import REPO, tiny_random_models, write_wav
+from pipeline.backend.quantize import quantize
+from pipeline.decode import Transcriber
+from pipeline.decode.forced import forced_hidden
+from pipeline.decode.generate import encode
+from pipeline.decode.hf_generate import hf_generate
+from pipeline.decode.kv_cache import CrossKV
+from pipeline.decode.options import DecodeOptions
+from pipeline.facts.runtime import pick_runtime
+from pipeline.models import load, torch_whisper
+from pipeline.models.registry import ResolvedModel
+
+COMPUTE_TYPES = ("float32", "bfloat16", "int8")
+
+
+@pytest.fixture(scope="module")
+def speech_pieces(clips) -> list:
+    from pipeline.audio import media
+
+    by_name = {c.path.name: c for c in clips}
+    return [media.decode(by_name[n].path) for n in ("jfk.flac", "LJ001-0001.wav", "1089-134686-0000.flac")]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(base_vocabulary, tmp_path_factory):
+    """A random Whisper saved as transformers saves one (safetensors, config, generation config, processor)."""
+    folder = tmp_path_factory.mktemp("tiny-checkpoint")
+    tiny_random_models(base_vocabulary, seed=7).main.save_pretrained(folder)
+    base_vocabulary.processor.save_pretrained(folder)
+    return folder
+
+
+def _both(folder, compute_type: str):
+    """(transformers' model, podscribe's) from ``folder``, as load_models makes them for ``compute_type``."""
+    from transformers import WhisperForConditionalGeneration
+
+    runtime = pick_runtime("cpu", compute_type)
+    ref = ResolvedModel(str(folder), str(folder), "test")
+    theirs = load._from_pretrained(WhisperForConditionalGeneration, ref, runtime)
+    ours = torch_whisper.load(folder, runtime.dtype)
+    if runtime.int8:
+        quantize(theirs, "int8")
+        quantize(ours, "int8")
+    return theirs, ours
+
+
+def test_the_checkpoint_loads_with_transformers_names_values_and_tied_projection(checkpoint):
+    theirs, ours = _both(checkpoint, "float32")
+    expected, got = theirs.state_dict(), ours.state_dict()
+    assert sorted(got) == sorted(expected)
+    for name, tensor in expected.items():
+        assert got[name].dtype == tensor.dtype and torch.equal(got[name], tensor), name
+    assert ours.proj_out.weight is ours.model.decoder.embed_tokens.weight
+    assert ours.generation_config.to_dict() == theirs.generation_config.to_dict()
+
+
+@pytest.mark.identity
+@pytest.mark.parametrize("compute_type", COMPUTE_TYPES)
+def test_encoder_and_teacher_forced_pass_give_transformers_bits(checkpoint, compute_type):
+    """The encoder (a row at a time and a batch) and the decoder pass over padded rows of uneven length — a
+    one-token row too, where transformers' attention is not causal — with cross-attention keys/values projected
+    by the pass itself and read from a ``CrossKV``."""
+    theirs, ours = _both(checkpoint, compute_type)
+    torch.manual_seed(1)
+    features = torch.randn(3, 80, 3000).to(ours.dtype)
+    with torch.inference_mode():
+        encoded = encode(theirs, features)
+        assert torch.equal(encode(ours, features), encoded)
+        assert torch.equal(ours.get_encoder()(features).last_hidden_state, theirs.get_encoder()(features).last_hidden_state)
+        for width in (1, 2, 19):
+            ids = torch.randint(0, 51865, (3, width))
+            ids[0, width // 2 :] = 50257  # a row padded with end-of-text
+            cross = CrossKV.project(theirs, encoded)
+            assert torch.equal(forced_hidden(ours, encoded, ids), forced_hidden(theirs, encoded, ids)), width
+            assert torch.equal(forced_hidden(ours, encoded, ids, cross), forced_hidden(theirs, encoded, ids, cross))
+
+
+def _models(main, vocabulary, compute_type: str) -> load.Models:
+    ref = ResolvedModel("tiny", "tiny", "tiny")
+    runtime = pick_runtime("cpu", compute_type)
+    return load.Models(
+        main=main, processor=vocabulary.processor, assistant=None, main_ref=ref, assistant_name=None, runtime=runtime
+    )
+
+
+@pytest.mark.identity
+@pytest.mark.parametrize("compute_type", ["float32", "int8"])
+def test_a_whole_decode_gives_transformers_tokens_scores_and_word_times(
+    checkpoint, base_vocabulary, speech_pieces, compute_type
+):
+    """The Transcriber end to end (probe, loop, scoring, word timings, second chances by beam search through the
+    twin): every result the same, token ids and float bits."""
+    theirs, ours = _both(checkpoint, compute_type)
+    options = DecodeOptions(language="en", word_timestamps=True, vad=False, coverage=False, batch_size=4)
+    expected = Transcriber(_models(theirs, base_vocabulary, compute_type), options).transcribe(speech_pieces[:3])
+    got = Transcriber(_models(ours, base_vocabulary, compute_type), options).transcribe(speech_pieces[:3])
+    assert got == expected
+    assert sum(len(r.tokens) for r in got) > 0
+
+
+def test_the_transformers_twin_shares_every_module_and_follows_quantization(checkpoint, base_vocabulary):
+    _, ours = _both(checkpoint, "float32")
+    twin = torch_whisper.as_transformers(ours)
+    assert torch_whisper.as_transformers(ours) is twin and torch_whisper.as_transformers(twin) is twin
+    ours_params = {p.data_ptr() for p in ours.parameters()}
+    assert {p.data_ptr() for p in twin.parameters()} == ours_params
+    assert twin.proj_out is ours.proj_out and twin.model.encoder.layers[0].fc1 is ours.model.encoder.layers[0].fc1
+    assert "_twin" not in dict(ours.named_modules())  # not a submodule: quantize and .to() never walk into it
+
+    quantize(ours, "int8")
+    requantized = torch_whisper.as_transformers(ours)
+    assert requantized is not twin and requantized.proj_out is ours.proj_out
+    assert type(requantized.model.decoder.layers[1].self_attn.q_proj).__name__ == "Int8Linear"
+
+
+@pytest.mark.identity
+def test_beam_search_through_the_twin_gives_transformers_tokens(checkpoint, base_vocabulary):
+    theirs, ours = _both(checkpoint, "float32")
+    torch.manual_seed(3)
+    features = torch.randn(2, 80, 3000)
+    with torch.inference_mode():
+        expected = hf_generate(theirs, features, ["en", "en"], True, num_beams=3, max_new_tokens=12)
+        got = hf_generate(ours, features, ["en", "en"], True, num_beams=3, max_new_tokens=12)
+    assert [tokens for tokens, _, _ in got] == [tokens for tokens, _, _ in expected]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"activation_function": "relu"}, {"scale_embedding": True}, {"tie_word_embeddings": False}, {"model_type": "x"}],
+)
+def test_only_a_plain_whisper_checkpoint_is_computed_here(checkpoint, change):
+    import json
+
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert torch_whisper.loadable(checkpoint, config)
+    assert not torch_whisper.loadable(checkpoint, {**config, **change})
+    assert not torch_whisper.loadable(checkpoint.parent / "absent", config)
+
+
+def test_load_models_computes_a_local_checkpoint_here_and_a_draft_through_the_twin(checkpoint):
+    runtime = pick_runtime("cpu", "float32")
+    models = load.load_models(str(checkpoint), "none", runtime)
+    assert isinstance(models.main, torch_whisper.TorchWhisper)
+    drafted = load.load_models(str(checkpoint), "self-int8", runtime)
+    assert isinstance(drafted.main, torch_whisper.TorchWhisper)
+    draft_layer = drafted.assistant.model.decoder.layers[0].fc1
+    assert type(draft_layer) is not torch.nn.Linear  # the self-int8 draft: torch's dynamic int8 of a copy
+    assert drafted.main.model.decoder.layers[0].fc1 is not draft_layer
+
+
+@pytest.mark.model
+def test_a_cli_run_never_imports_transformers_modeling_stack(cache_dir, tmp_path, speech_pieces):
+    """The start-up this module exists for, in a real process: `python -X importtime` lists every module imported;
+    transformers' modeling utilities, torch's compiler and its distributed tensors are not among them."""
+    wav = tmp_path / "speech.wav"
+    write_wav(wav, speech_pieces[0][: 3 * 16000])
+    env = {"PODSCRIBE_CACHE": str(cache_dir), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "podscribe", "transcribe", str(wav), "--out", str(tmp_path / "j")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    imported = set(re.findall(r"^import time:.*\|\s*([\w.]+)$", run.stderr, re.M))
+    assert "pipeline.models.torch_whisper" in imported and "transformers" in imported  # the log is complete
+    heavy = {"transformers.modeling_utils", "transformers.masking_utils", "torch._dynamo", "torch.distributed.tensor"}
+    assert not heavy & imported
