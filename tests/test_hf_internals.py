@@ -31,7 +31,7 @@ def assert_names(error, words) -> None:
 
 def test_every_check_passes_on_the_installed_transformers():
     hf.check_all()
-    assert len(hf.PATCHES) == 5
+    assert len(hf.PATCHES) == 6
 
 
 def test_encoder_stream_check():
@@ -206,3 +206,28 @@ def test_a_class_whose_forward_lacks_hidden_states_is_refused_at_every_check():
         with pytest.raises(InternalsChanged, match=rf"{hf.ATTENTION_LAYOUT.name}.*layers\[1\]\.encoder_attn"):
             hf_attention.check_attention_layout(model)
     hf_attention.check_attention_layout(tiny_whisper())  # the installed class still passes
+
+
+def test_twin_check():
+    """podscribe's own Whisper (models/torch_whisper.py) gets a transformers twin sharing its modules; a model with
+    a module transformers' class has no place for is refused, naming it."""
+    from pipeline.models.torch_whisper import TorchWhisper
+
+    theirs = tiny_whisper()
+    ours = TorchWhisper(theirs.config, theirs.generation_config)
+    ours.load_state_dict(theirs.state_dict())
+    twin = hf.as_transformers(ours)
+    assert isinstance(twin, modeling_whisper.WhisperForConditionalGeneration) and twin.proj_out is ours.proj_out
+    assert hf.as_transformers(theirs) is theirs
+    features = torch.randn(1, 8, 16)
+    with torch.no_grad():
+        assert torch.equal(
+            twin.get_encoder()(features).last_hidden_state, theirs.get_encoder()(features).last_hidden_state
+        )
+
+    other = TorchWhisper(theirs.config, theirs.generation_config)
+    other.model.decoder.extra = torch.nn.Linear(2, 2)
+    raises, words = changed(hf.TWIN, "model.decoder.extra")
+    with raises as error:
+        hf.as_transformers(other)
+    assert_names(error, words)

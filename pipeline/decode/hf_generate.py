@@ -19,8 +19,8 @@ import torch
 
 from ..backend.hf_internals.cache import beams_share_one_source
 from ..backend.hf_internals.encoder import reuse_encoder
+from ..backend.hf_internals.twin import as_transformers
 from ..facts.whisper import Tokens
-from ..models.torch_whisper import as_transformers
 
 
 class CallCounter:

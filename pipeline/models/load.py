@@ -8,12 +8,12 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import torch
 from transformers import WhisperFeatureExtractor, WhisperTokenizer
 
+from ..backend.hf_internals.twin import as_transformers
 from ..backend.quantize import quantize
 from ..facts.runtime import Runtime
 from ..facts.whisper import Tokens
@@ -67,8 +67,8 @@ class Models:
 
     def transformers_main(self) -> WhisperForConditionalGeneration:
         """The main model as transformers' class, for what runs transformers' own forward (its ``generate``, the
-        ASR pipeline): the model itself, or one built around its very modules (``torch_whisper.as_transformers``)."""
-        return torch_whisper.as_transformers(self.main)
+        ASR pipeline): the model itself, or one built around its very modules (``hf_internals.twin``)."""
+        return as_transformers(self.main)
 
     def with_assistant(self, assistant: torch.nn.Module | None, name: str | None) -> Models:
         """The same main model with another draft (None: alone), used as given (not a candidate)."""
@@ -161,7 +161,7 @@ def decoder_only_assistant(main: WhisperForConditionalGeneration) -> WhisperForC
     """A WhisperForCausalLM holding a copy of the main decoder; it reads the main encoder's output."""
     from transformers import WhisperForCausalLM
 
-    main = torch_whisper.as_transformers(main)
+    main = as_transformers(main)
     config = copy.deepcopy(main.config)
     config.is_encoder_decoder = False
     draft = WhisperForCausalLM(config).to(dtype=main.dtype)

@@ -15,8 +15,8 @@ Modules and parameter names are transformers' (``model.encoder.layers.0.self_att
 ``model.safetensors`` loads as it is, ``backend/quantize.py`` finds the same linear layers, and the layout
 checks of ``backend/hf_internals/attention.py`` hold. What still needs transformers — the second chances'
 beam search and sampling (its ``generate``), the ASR-pipeline engine, drafts made from the main decoder — gets
-``as_transformers(model)``: a transformers model built around these very leaf modules (no weight copied,
-int8 layers included), imported at its first need.
+``backend/hf_internals/twin.py``'s ``as_transformers(model)``: a transformers model built around these very leaf
+modules (no weight copied, int8 layers included), imported at its first need.
 """
 
 from __future__ import annotations
@@ -184,7 +184,6 @@ class TorchWhisper(nn.Module):
         self.model.decoder = Decoder(config)
         self.proj_out = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.proj_out.weight = self.model.decoder.embed_tokens.weight
-        object.__setattr__(self, "_twin", None)  # not a submodule: quantizing or moving this model skips it
 
     def get_encoder(self) -> Encoder:
         return self.model.encoder
@@ -246,39 +245,3 @@ def load(location: str | Path, dtype: torch.dtype) -> TorchWhisper:
         raise ValueError(f"{path}: weights do not fit Whisper's layout (missing {missing}, unexpected {unexpected})")
     model.proj_out.weight = model.model.decoder.embed_tokens.weight  # tied, as transformers ties them
     return model.eval().requires_grad_(False)
-
-
-def as_transformers(model: nn.Module) -> nn.Module:
-    """``model`` as a transformers ``WhisperForConditionalGeneration`` (a transformers model is returned as it is):
-    transformers' classes around ``model``'s own leaf modules — the same linear layers (int8 ones included), norms,
-    convolutions and embeddings, not copies — made once and kept (made again once ``quantize`` has replaced the
-    linear layers). For what runs transformers' own forward:
-    ``generate`` (second chances), the ASR pipeline, a draft copied from the main decoder."""
-    if not isinstance(model, TorchWhisper):
-        return model
-    if model._twin is None or model._twin.proj_out is not model.proj_out:  # none yet, or made before quantizing
-        from transformers import WhisperForConditionalGeneration
-
-        from ..backend.hf_internals.encoder import contiguous_encoder_stream
-
-        config = model.config
-        config._attn_implementation = "sdpa"
-        with torch.device("meta"):
-            twin = WhisperForConditionalGeneration(config)
-        plain = (nn.Linear, nn.LayerNorm, nn.Conv1d, nn.Embedding)
-        for name, module in model.named_modules():
-            if not name or any(True for _ in module.children()):
-                continue
-            target = twin.get_submodule(name)
-            parent, _, attr = name.rpartition(".")
-            if type(target) in plain:
-                setattr(twin.get_submodule(parent), attr, module)  # the very module, quantized or not
-            else:  # transformers' own kinds (positions with their forward, its GELU): share the parameters
-                for pname, param in module.named_parameters(recurse=False):
-                    setattr(target, pname, param)
-        left = [n for n, p in [*twin.named_parameters(), *twin.named_buffers()] if p.device.type == "meta"]
-        if left:
-            raise RuntimeError(f"as_transformers left {left} unset")
-        twin.generation_config = model.generation_config
-        object.__setattr__(model, "_twin", contiguous_encoder_stream(twin.eval()))
-    return model._twin

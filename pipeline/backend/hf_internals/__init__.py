@@ -6,7 +6,7 @@ modules' forward) except where these patches go further: a hook in the encoder's
 private generation defaults, and the attention modules' weights read directly by podscribe's own decoder
 (``decode/kv_cache.py``) and word timings (``decode/timing.py``). Each is named in ``PATCHES`` with what it
 relies on and the transformers versions it was checked against, and lives with its check in the module of its
-group: ``encoder.py``, ``cache.py``, ``attention.py``, ``asr_pipeline.py`` (``base.py``: the error and helpers); its check runs at its first use (and for a
+group: ``encoder.py``, ``cache.py``, ``attention.py``, ``asr_pipeline.py``, ``twin.py`` (``base.py``: the error and helpers); its check runs at its first use (and for a
 model's layout at every use: it is a few attribute reads) and raises ``InternalsChanged`` naming the patch,
 what is missing and the installed version — instead of a wrong transcript or a ``KeyError`` deep inside
 ``generate``. The checks look at structure (the attribute, the parameter, the cache's behaviour on a tiny
@@ -45,8 +45,10 @@ _WHERE = {
     "check_reuse_encoder": "encoder",
     "contiguous_encoder_stream": "encoder",
     "reuse_encoder": "encoder",
+    "TWIN": "twin",
+    "as_transformers": "twin",
 }
-_PATCHES = ("ENCODER_STREAM", "REUSE_ENCODER", "CACHE_LAYERS", "ATTENTION_LAYOUT", "ASR_DEFAULTS")
+_PATCHES = ("ENCODER_STREAM", "REUSE_ENCODER", "CACHE_LAYERS", "ATTENTION_LAYOUT", "ASR_DEFAULTS", "TWIN")
 
 __all__ = sorted([*_WHERE, "PATCHES", "check_all"])
 
