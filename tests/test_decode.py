@@ -75,7 +75,6 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
     tokens, average log-probability, no-speech probability — also after a row in the middle of the batch has
     finished and the rows left read the shared rows in separate runs (their own rows: int8's batch equals
     each piece decoded alone)."""
-    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
     from pipeline.decode import forced, kv_cache
 
@@ -88,7 +87,7 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
     for models in (tiny_en_models, int8):
         shared, shared_rows, later, runs = _projecting(models, pieces)
         with monkeypatch.context() as m:  # each pass projects its own, as before: transformers' forward, the loop
-            m.setattr(forced, "cache_of", lambda cross: EncoderDecoderCache(DynamicCache(), DynamicCache()))
+            m.setattr(forced, "read_cross", lambda model, cross: None)
             m.setattr(kv_cache.KVCacheDecoder, "start", lambda self, e, c, *cross: start(self, e, c))
             m.setattr(kv_cache.CrossKV, "project_into", lambda self, model, e, rows: None)
             own, own_rows, own_later, _ = _projecting(models, pieces)

@@ -135,7 +135,7 @@ def test_language_no_speech_and_logprob_as_transformers_computes_them(base_model
             )
             segments = out["segments"][0]
             tokens = [int(t) for s in segments for t in s["tokens"]]
-            detected = base_models.main.detect_language(features[i : i + 1])
+            detected = base_models.transformers_main().detect_language(features[i : i + 1])
             result = segments[0]["result"]  # one pass: its generate output, with the processed scores
             scores = torch.stack(result["scores"]).float()
             generated = result["sequences"][-scores.shape[0] :]
@@ -193,7 +193,7 @@ def test_transformers_asr_pipeline_with_prompt_ids(base_models, base_self_int8, 
     ours = asr_pipeline(base_models)
     reference = hf_pipeline(
         "automatic-speech-recognition",
-        model=base_models.main,
+        model=base_models.transformers_main(),
         tokenizer=ours.tokenizer,
         feature_extractor=base_models.processor.feature_extractor,
         device="cpu",

@@ -187,7 +187,7 @@ def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_e
         stored.append(keys.untyped_storage().nbytes() // (keys[0].numel() * keys.element_size()))
 
     for models in (tiny_en_models, int8_copy(tiny_en_models)):
-        model = models.main
+        model = models.transformers_main()  # the model transformers' beam search runs
         with torch.inference_mode():
             features = Transcriber(models).features([samples])
             encoded = encode(model, features)

@@ -258,7 +258,7 @@ def test_transformers_asr_pipeline_routed_through_podscribe(base_models, base_se
     ours = asr_pipeline(base_models)
     reference = hf_pipeline(
         "automatic-speech-recognition",
-        model=base_models.main,
+        model=base_models.transformers_main(),
         tokenizer=ours.tokenizer,
         feature_extractor=base_models.processor.feature_extractor,
         device="cpu",

@@ -5,6 +5,7 @@ transformers twin that shares every module, and a CLI run that never imports tra
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 import subprocess
 import sys
@@ -129,9 +130,8 @@ def test_base_decodes_real_speech_to_transformers_tokens_scores_and_word_times(b
         pair = [base_models.main, theirs]
         if compute_type == "int8":
             pair = [quantize(copy.deepcopy(model), "int8") for model in pair]
-        ours, transformers_ = (
-            load.Models(**{**vars(base_models), "main": m, "runtime": pick_runtime("cpu", compute_type)}) for m in pair
-        )
+        runtime = pick_runtime("cpu", compute_type)
+        ours, transformers_ = (dataclasses.replace(base_models, main=m, runtime=runtime) for m in pair)
         expected = Transcriber(transformers_, options).transcribe(speech_pieces)
         got = Transcriber(ours, options).transcribe(speech_pieces)
         assert got == expected, compute_type

@@ -27,13 +27,22 @@ def forced_hidden(model, encoded: torch.Tensor, ids: torch.Tensor, cross: CrossK
     batch's logits at once, [B, T, 51865] floats and the softmax's copy, were a batch's peak memory: an
     hour-long episode, which meets such a batch sooner or later, peaked far above a 3-minute one (decision
     record 0009)."""
+    given = read_cross(model, cross)
     if isinstance(model, TorchWhisper):  # the same pass without transformers (models/torch_whisper.py)
-        return model.model.decoder(ids, encoded, cross).last_hidden_state
-    if cross is None:
+        return model.model.decoder(ids, encoded, given).last_hidden_state
+    if given is None:
         return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded).last_hidden_state
+    return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded, cache=given).last_hidden_state
+
+
+def read_cross(model, cross: CrossKV | None):
+    """What the pass is given to read ``cross`` through: podscribe's own model takes the ``CrossKV`` itself,
+    transformers' a cache object holding it (None: the pass projects its own from the encoder states)."""
+    if cross is None or isinstance(model, TorchWhisper):
+        return cross
     from ..backend.hf_internals.cache import cache_of
 
-    return model.model.decoder(input_ids=ids, encoder_hidden_states=encoded, cache=cache_of(cross)).last_hidden_state
+    return cache_of(cross)
 
 
 def row_logits(model, hidden: torch.Tensor) -> torch.Tensor:

@@ -41,8 +41,8 @@ class Processor:
     def from_pretrained(cls, location: str) -> Processor:
         return cls(WhisperFeatureExtractor.from_pretrained(location), WhisperTokenizer.from_pretrained(location))
 
-    def get_prompt_ids(self, text: str, return_tensors: str | None = None):
-        return self.tokenizer.get_prompt_ids(text, return_tensors=return_tensors)
+    def get_prompt_ids(self, *args, **kwargs):
+        return self.tokenizer.get_prompt_ids(*args, **kwargs)
 
     def save_pretrained(self, folder) -> None:
         """The files ``WhisperProcessor.save_pretrained`` writes (a draft's folder loads anywhere a model's does)."""
