@@ -414,7 +414,7 @@ def test_auto_compute_type_per_device():
     assert auto.compute_type == auto_compute_type("cpu") and auto.int8 == (auto.compute_type == "int8")
 
 
-def test_models_run_transformers_own_modules_not_hub_kernels(tiny_en_models, runtime, cache_dir, monkeypatch):
+def test_models_run_transformers_own_modules_not_hub_kernels(tiny_en_models, runtime, monkeypatch):
     """transformers kernelizes a model by default (on CUDA Whisper's GELU becomes a kernel fetched from the hub);
     podscribe loads with kernels off: offline machines cannot fetch them, and identity is measured on torch's
     modules. Without the `kernels` package the default refused to load any model (the first GPU run)."""
