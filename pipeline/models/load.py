@@ -107,8 +107,6 @@ def draft_candidate(main: ResolvedModel, runtime: Runtime, table: dict[str, str 
 
 
 def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
-    from ..backend.hf_internals.encoder import contiguous_encoder_stream
-
     """``use_kernels=False``: transformers (5.2x) swaps layers such as Whisper's GELU for kernels fetched from the
     hub on CUDA unless told not to. podscribe runs transformers' own torch modules: an offline GPU machine cannot
     fetch a kernel, the swap changes the arithmetic every identity claim is measured on, and without the
@@ -124,6 +122,8 @@ def _from_pretrained(cls, ref: ResolvedModel, runtime: Runtime, **kwargs):
         )
     except OSError as exc:  # hub unreachable, unknown id, missing files
         raise ModelUnavailable(f"cannot load model {ref.name!r}: {exc}\n{OFFLINE_HINT}") from exc
+    from ..backend.hf_internals.encoder import contiguous_encoder_stream
+
     return contiguous_encoder_stream(model.to(runtime.device).eval())
 
 
