@@ -67,7 +67,38 @@ def test_the_checkpoint_loads_with_transformers_names_values_and_tied_projection
     for name, tensor in expected.items():
         assert got[name].dtype == tensor.dtype and torch.equal(got[name], tensor), name
     assert ours.proj_out.weight is ours.model.decoder.embed_tokens.weight
-    assert ours.generation_config.to_dict() == theirs.generation_config.to_dict()
+    for name in READ_CONFIG:
+        assert getattr(ours.config, name, None) == getattr(theirs.config, name, None), name
+    for name in READ_GENERATION:
+        assert getattr(ours.generation_config, name, None) == getattr(theirs.generation_config, name, None), name
+
+
+# what podscribe reads of a model's config and generation config (grep `config.` and `generation_config`)
+READ_CONFIG = (
+    *torch_whisper.CONFIG_DEFAULTS,
+    "architectures",
+)
+READ_GENERATION = (
+    *torch_whisper.GENERATION_DEFAULTS,
+    "no_timestamps_token_id",
+    "prev_sot_token_id",
+    "is_multilingual",
+    "lang_to_id",
+    "task_to_id",
+    "max_initial_timestamp_index",
+    "alignment_heads",
+    "return_timestamps",
+)
+
+
+def test_the_settings_defaults_are_transformers_own():
+    from transformers import GenerationConfig, WhisperConfig
+
+    config, generation = WhisperConfig(), GenerationConfig()
+    for name, value in torch_whisper.CONFIG_DEFAULTS.items():
+        assert getattr(config, name) == value, name
+    for name, value in torch_whisper.GENERATION_DEFAULTS.items():
+        assert getattr(generation, name) == value, name
 
 
 @pytest.mark.identity
@@ -176,6 +207,8 @@ def test_only_a_plain_whisper_checkpoint_is_computed_here(tmp_path, change):
     }
     assert not torch_whisper.loadable(tmp_path, config)  # no weights file
     (tmp_path / "model.safetensors").touch()
+    assert not torch_whisper.loadable(tmp_path, config)  # no generation config
+    (tmp_path / "generation_config.json").write_text("{}")
     assert torch_whisper.loadable(tmp_path, config)
     assert not torch_whisper.loadable(tmp_path, {**config, **change})
     assert not torch_whisper.loadable(tmp_path, {**config, "architectures": ["WhisperForCausalLM"]})
@@ -193,9 +226,10 @@ def test_load_models_computes_a_local_checkpoint_here_and_a_draft_through_the_tw
 
 
 @pytest.mark.model
-def test_a_cli_run_never_imports_transformers_modeling_stack(cache_dir, tmp_path, speech_pieces):
+def test_a_cli_run_never_imports_transformers(cache_dir, tmp_path, speech_pieces):
     """The start-up this module exists for, in a real process: `python -X importtime` lists every module imported;
-    transformers' modeling utilities, torch's compiler and its distributed tensors are not among them."""
+    no module of transformers is among them (models/processor.py reads the tokenizer and features), nor torch's
+    compiler or its distributed tensors (which transformers' modeling stack imported)."""
     wav = tmp_path / "speech.wav"
     write_wav(wav, speech_pieces[0][: 3 * 16000])
     env = {"PODSCRIBE_CACHE": str(cache_dir), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
@@ -209,6 +243,6 @@ def test_a_cli_run_never_imports_transformers_modeling_stack(cache_dir, tmp_path
     )
     assert run.returncode == 0, run.stderr[-3000:]
     imported = set(re.findall(r"^import time:.*\|\s*([\w.]+)$", run.stderr, re.M))
-    assert "pipeline.models.torch_whisper" in imported and "transformers" in imported  # the log is complete
-    heavy = {"transformers.modeling_utils", "transformers.masking_utils", "torch._dynamo", "torch.distributed.tensor"}
-    assert not heavy & imported
+    assert {"pipeline.models.torch_whisper", "torch", "tokenizers"} <= imported  # the log is complete
+    assert not {m for m in imported if m.split(".")[0] == "transformers"}
+    assert not {"torch._dynamo", "torch.distributed.tensor"} & imported

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import WhisperFeatureExtractor
 
 from ..facts.records import DecodeStats
 from ..facts.runtime import return_freed_memory
 from ..facts.whisper import ENCODER_STRIDE, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
 from ..models.load import Models
+from ..models.processor import LogMel
 from .kv_cache import CrossKV, KVCacheDecoder
 from .rules import WhisperRules
 from .speculative import DraftPolicy, greedy
@@ -48,7 +48,7 @@ class Generated:
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
 
 
-def log_mel(extractor: WhisperFeatureExtractor, audio: list[np.ndarray], device, dtype) -> torch.Tensor:
+def log_mel(extractor, audio: list[np.ndarray], device, dtype) -> torch.Tensor:
     """Whisper's 3000-frame log-mel features of each piece, [rows, mels, 3000]. On the CPU a piece at a time:
     the same bits as the batch (each row's STFT and its max are its own; tested) at a fraction of the transient
     memory (padded float copies, the complex STFT; decision record 0009)."""
@@ -148,7 +148,7 @@ class Generator:
         self.draft_model = assistant
         self.draft_extractor = None
         if self.seq2seq_draft and assistant.config.num_mel_bins != main.config.num_mel_bins:
-            self.draft_extractor = WhisperFeatureExtractor(feature_size=assistant.config.num_mel_bins)
+            self.draft_extractor = LogMel(feature_size=assistant.config.num_mel_bins)
         self.policy = policy or DraftPolicy()
 
     def draft_features(self, audio: list[np.ndarray]) -> torch.Tensor | None:

@@ -122,14 +122,15 @@ def routed_model(models: Models):
 def asr_pipeline(models: Models, **kwargs):
     from transformers import pipeline
 
-    tokenizer = copy.deepcopy(models.processor.tokenizer)
+    extractor, tokenizer = models.processor.transformers()  # transformers' classes, which its pipeline takes
+    tokenizer = copy.deepcopy(tokenizer)
     if tokenizer.pad_token is None:  # batching pads with it; Whisper pads with end-of-text
         tokenizer.pad_token = tokenizer.eos_token
     asr = pipeline(
         "automatic-speech-recognition",
         model=routed_model(models),
         tokenizer=tokenizer,
-        feature_extractor=models.processor.feature_extractor,
+        feature_extractor=extractor,
         device=models.runtime.device,
         **kwargs,
     )

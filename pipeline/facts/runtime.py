@@ -191,11 +191,15 @@ def return_freed_memory() -> None:
 
 def quiet_libraries() -> None:
     """No library chatter on a night's log: transformers' notices and weight-loading bars (ours are in audio
-    time). Every worker process calls it. (torch.ao's deprecation: backend/quantize.py, where it is called.)"""
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    time). Every worker process calls it. (torch.ao's deprecation: backend/quantize.py, where it is called.)
+    Through the environment transformers reads when it is imported (a CPU run may never import it: ~0.8 s,
+    decision 0047), and directly where it was imported already; a user's own settings of the two are kept."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    transformers = sys.modules.get("transformers")
+    if transformers is not None:
+        transformers.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
 
 
 def pick_runtime(device: str = "auto", compute_type: str = "auto") -> Runtime:

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from transformers import WhisperFeatureExtractor, WhisperTokenizer
 
 from ..backend.hf_internals.twin import as_transformers
 from ..backend.quantize import quantize
 from ..facts.runtime import Runtime
 from ..facts.whisper import Tokens
 from . import torch_whisper
+from .processor import Processor
 from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, draft_for, hub_id, resolve
 
 if TYPE_CHECKING:  # transformers' modeling stack is imported where a model needs it (models/torch_whisper.py)
@@ -27,28 +27,6 @@ AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
 CPU_DEFAULTS = ("base", None)
 AUTO_CANDIDATES = {"cuda": "distil-whisper/distil-large-v3", "cpu": SELF_INT8}  # what `auto` measures against plain
-
-
-@dataclass(frozen=True)
-class Processor:
-    """Whisper's feature extractor and tokenizer, as transformers' ``WhisperProcessor`` holds them: importing that
-    class imports transformers' modeling stack (1 s of a CLI start-up on a 2-core CPU, models/torch_whisper.py)."""
-
-    feature_extractor: WhisperFeatureExtractor
-    tokenizer: WhisperTokenizer
-
-    @classmethod
-    def from_pretrained(cls, location: str) -> Processor:
-        return cls(WhisperFeatureExtractor.from_pretrained(location), WhisperTokenizer.from_pretrained(location))
-
-    def get_prompt_ids(self, *args, **kwargs):
-        return self.tokenizer.get_prompt_ids(*args, **kwargs)
-
-    def save_pretrained(self, folder) -> None:
-        """The files ``WhisperProcessor.save_pretrained`` writes (a draft's folder loads anywhere a model's does)."""
-        from transformers import WhisperProcessor
-
-        WhisperProcessor(feature_extractor=self.feature_extractor, tokenizer=self.tokenizer).save_pretrained(folder)
 
 
 @dataclass(kw_only=True)
@@ -148,7 +126,7 @@ def _processor(ref: ResolvedModel) -> Processor:
 
 def check_same_tokenizer(main_proc: Processor, other_proc: Processor, other_name: str) -> None:
     a, b = main_proc.tokenizer, other_proc.tokenizer
-    if a.get_vocab() != b.get_vocab() or a.all_special_ids != b.all_special_ids:
+    if a.get_vocab() != b.get_vocab() or set(a.all_special_ids) != set(b.all_special_ids):
         raise ValueError(
             f"assistant {other_name!r} does not share the main model's tokenizer "
             f"({len(b.get_vocab())} vs {len(a.get_vocab())} tokens): speculative decoding needs the same "

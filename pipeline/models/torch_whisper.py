@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,55 @@ from torch import nn
 
 WEIGHTS = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
+# ``WhisperConfig``'s defaults for what a ``config.json`` may leave out (transformers writes only what differs from
+# them); ``GenerationConfig``'s for the fields podscribe reads. tests/test_torch_whisper.py checks both against
+# transformers' classes.
+CONFIG_DEFAULTS = {
+    "model_type": "whisper",
+    "vocab_size": 51865,
+    "num_mel_bins": 80,
+    "encoder_layers": 4,
+    "encoder_attention_heads": 6,
+    "decoder_layers": 4,
+    "decoder_attention_heads": 6,
+    "decoder_ffn_dim": 1536,
+    "encoder_ffn_dim": 1536,
+    "d_model": 384,
+    "max_source_positions": 1500,
+    "max_target_positions": 448,
+    "pad_token_id": 50256,
+    "bos_token_id": 50256,
+    "eos_token_id": 50256,
+    "decoder_start_token_id": 50257,
+    "activation_function": "gelu",
+    "scale_embedding": False,
+    "tie_word_embeddings": True,
+    "is_encoder_decoder": True,
+}
+GENERATION_DEFAULTS = dict.fromkeys(
+    (
+        "max_length",
+        "suppress_tokens",
+        "begin_suppress_tokens",
+        "pad_token_id",
+        "eos_token_id",
+        "bos_token_id",
+        "decoder_start_token_id",
+    )
+)
+
+
+class Settings(SimpleNamespace):
+    """A model's ``config.json`` or ``generation_config.json`` as attributes over transformers' defaults: what
+    podscribe reads of them, without importing transformers' configuration classes (``import transformers`` alone
+    is ~0.8 s of a start-up). ``backend/hf_internals/twin.py`` turns them into transformers' own."""
+
+    @classmethod
+    def read(cls, path: Path, defaults: dict) -> Settings:
+        return cls(**{**defaults, **json.loads(path.read_text())})
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
 
 
 @dataclass
@@ -174,7 +224,7 @@ class Decoder(nn.Module):
 
 class TorchWhisper(nn.Module):
     """``WhisperForConditionalGeneration``'s layout: ``model.encoder``, ``model.decoder``, ``proj_out`` (tied to
-    the token embeddings), ``config`` and ``generation_config`` (transformers' own, read from the model's files)."""
+    the token embeddings), ``config`` and ``generation_config`` (``Settings`` read from the model's files)."""
 
     def __init__(self, config, generation_config):
         super().__init__()
@@ -202,9 +252,11 @@ class TorchWhisper(nn.Module):
 
 def loadable(location: str | Path, config: dict) -> bool:
     """Whether ``location`` holds a checkpoint this module computes as transformers would: a local directory
-    with safetensors weights of a plain Whisper (exact GELU, unscaled embeddings, tied output projection)."""
+    with safetensors weights and a generation config of a plain Whisper (exact GELU, unscaled embeddings, tied
+    output projection)."""
     path = Path(location)
     files = (path / WEIGHTS).is_file() or (path / WEIGHTS_INDEX).is_file()
+    files = files and (path / "generation_config.json").is_file()
     plain = (
         config.get("model_type") == "whisper"
         and config.get("activation_function", "gelu") == "gelu"
@@ -229,14 +281,9 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 
 def load(location: str | Path, dtype: torch.dtype) -> TorchWhisper:
     """The model at ``location`` (``loadable``), its weights in ``dtype`` on the CPU, in eval mode."""
-    from transformers import GenerationConfig, WhisperConfig  # configuration only: no modeling import
-
     path = Path(location)
-    config = WhisperConfig.from_pretrained(path)
-    if (path / "generation_config.json").is_file():
-        generation_config = GenerationConfig.from_pretrained(path)
-    else:
-        generation_config = GenerationConfig.from_model_config(config)
+    config = Settings.read(path / "config.json", CONFIG_DEFAULTS)
+    generation_config = Settings.read(path / "generation_config.json", GENERATION_DEFAULTS)
     with torch.device("meta"):
         model = TorchWhisper(config, generation_config)
     state = {name: tensor.to(dtype) for name, tensor in _weights(path).items() if name != "proj_out.weight"}

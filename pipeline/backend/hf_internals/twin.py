@@ -3,7 +3,8 @@
 podscribe's CPU path computes Whisper with its own modules (``models/torch_whisper.py``: transformers' layout and
 parameter names, without importing transformers' modeling stack at start-up). A few steps still run transformers'
 own forward: the second chances' beam search and sampling (its ``generate``), the ASR-pipeline engine, and a draft
-copied from the main decoder. They get a ``WhisperForConditionalGeneration`` built on the meta device whose leaf
+copied from the main decoder. They get a ``WhisperForConditionalGeneration`` built on the meta device (its
+configuration and generation configuration transformers' own, from the model's settings) whose leaf
 modules are then replaced by the very leaves of podscribe's model — the same linear layers (int8 ones included),
 norms, convolutions and embeddings; where transformers has a kind of its own (its positional embedding with its
 ``forward``, its GELU) it keeps its module and takes the parameters. No weight is copied, so both compute with
@@ -43,12 +44,12 @@ def as_transformers(model: nn.Module) -> nn.Module:
 
 
 def _build(model: nn.Module) -> nn.Module:
-    from transformers import WhisperForConditionalGeneration
+    from transformers import GenerationConfig, WhisperConfig, WhisperForConditionalGeneration
 
     from .encoder import contiguous_encoder_stream
 
     with torch.device("meta"):
-        twin = WhisperForConditionalGeneration(model.config)
+        twin = WhisperForConditionalGeneration(WhisperConfig.from_dict(model.config.to_dict()))
     for name, module in model.named_modules():
         if not name or any(True for _ in module.children()):
             continue  # containers: transformers' own classes stay, with their forward
@@ -64,5 +65,5 @@ def _build(model: nn.Module) -> nn.Module:
                 setattr(target, pname, param)
     left = [n for n, p in [*twin.named_parameters(), *twin.named_buffers()] if p.device.type == "meta"]
     require(TWIN, not left, f"modules for {', '.join(left)}")
-    twin.generation_config = model.generation_config
+    twin.generation_config = GenerationConfig.from_dict(model.generation_config.to_dict())
     return contiguous_encoder_stream(twin.eval())
