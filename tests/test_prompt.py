@@ -195,7 +195,7 @@ def test_transformers_asr_pipeline_with_prompt_ids(base_models, base_self_int8, 
         "automatic-speech-recognition",
         model=base_models.transformers_main(),
         tokenizer=ours.tokenizer,
-        feature_extractor=base_models.processor.feature_extractor,
+        feature_extractor=ours.feature_extractor,
         device="cpu",
     )
     expected = reference(

@@ -260,7 +260,7 @@ def test_transformers_asr_pipeline_routed_through_podscribe(base_models, base_se
         "automatic-speech-recognition",
         model=base_models.transformers_main(),
         tokenizer=ours.tokenizer,
-        feature_extractor=base_models.processor.feature_extractor,
+        feature_extractor=ours.feature_extractor,
         device="cpu",
     )
     inputs = [{"raw": p, "sampling_rate": media.SAMPLE_RATE} for p in eight_pieces[:5]]

@@ -141,7 +141,7 @@ class Tokenizer:
     def __init__(self, tokenizer_json: Path, unk_token: str):
         from tokenizers import Tokenizer as Backend
 
-        self.backend = Backend.from_file(str(tokenizer_json))
+        self.backend = self.backend_tokenizer = Backend.from_file(str(tokenizer_json))  # transformers' name too
         self.unk_token = self.eos_token = unk_token
         self.unk_token_id = self.backend.token_to_id(unk_token)
         self.pad_token = None
