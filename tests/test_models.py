@@ -278,6 +278,45 @@ def test_stacked_int8_linear_gives_each_layers_own_bits():
         Int8Linear.stacked([layers[0], Int8Linear(torch.nn.Linear(32, 8))])
 
 
+def test_a_layer_packed_on_the_packing_thread_waits_for_it_and_gives_the_same_bits(monkeypatch):
+    """The output projection is packed on a thread of its own while the job goes on: its first use, a copy, a pickle
+    and a stacking wait for the packing and see the weight packed in the foreground; ``quantize`` sends only layers
+    of ``BACKGROUND_PACK_WEIGHTS`` or more there; an error in the packing reaches the layer's first use."""
+    import pickle
+    import threading
+
+    from pipeline.backend import quantize as q
+
+    torch.manual_seed(5)
+    linear = torch.nn.Linear(64, 300)
+    release = threading.Event()
+    real = q._packed_per_channel
+    monkeypatch.setattr(q, "_packed_per_channel", lambda weight: release.wait(10) and real(weight))
+    layers = [q.Int8Linear(linear, background=True) for _ in range(3)]
+    assert all("_pending" in layer.__dict__ for layer in layers)  # still packing: the thread waits for `release`
+    threading.Timer(0.2, release.set).start()
+    monkeypatch.setattr(q, "_packed_per_channel", real)
+    foreground = q.Int8Linear(linear)
+    x = torch.randn(5, 64)
+    assert torch.equal(layers[0](x), foreground(x))
+    assert torch.equal(copy.deepcopy(layers[1])(x), foreground(x))
+    assert torch.equal(pickle.loads(pickle.dumps(layers[2]))(x), foreground(x))
+    assert torch.equal(q.Int8Linear.stacked([layers[0], foreground])(x)[:, :300], foreground(x))
+
+    big, small = torch.nn.Linear(8, q.BACKGROUND_PACK_WEIGHTS // 8), torch.nn.Linear(8, 8)
+    model = q.quantize(torch.nn.Sequential(big, small), "int8")
+    assert "_packed_weight" in model[1].__dict__ and "_pending" not in model[1].__dict__  # packed at once
+    assert torch.equal(model[0](torch.ones(1, 8)), q.Int8Linear(big)(torch.ones(1, 8)))
+
+    def failing(weight):
+        raise RuntimeError("fbgemm refused")
+
+    monkeypatch.setattr(q, "_packed_per_channel", failing)
+    broken = q.Int8Linear(linear, background=True)
+    with pytest.raises(RuntimeError, match="fbgemm refused"):
+        broken(x)
+
+
 @pytest.mark.identity
 def test_a_small_int8_product_runs_on_the_calling_thread_with_the_same_bits(monkeypatch):
     """A decoder step's products (up to ``ONE_THREAD_MACS`` multiply-adds) run on one thread, the encoder's on
