@@ -303,11 +303,15 @@ def test_ray_actors_share_a_job_and_a_killed_actor_loses_nothing(small_archive, 
     decoded = Counter(_decoders(trace))
     assert set(decoded) == {(r["file_id"], str(r["piece"])) for r in small_reference["pieces"]}
     _one_renderer(out, small_archive, stderr)
-    actors = {pid for pids in decoded for pid in _decoders(trace)[pids]}
     events = [line.split() for line in trace.read_text().splitlines()]
     written = {file_id: pid for event, file_id, _, pid in events if event == "written"}
+    claimed = {(file_id, pid) for event, file_id, _, pid in events if event == "claimed"}
     assert set(written) == {r["file_id"] for r in small_reference["files"]}, "a file's outputs waited for the end"
-    assert set(written.values()) <= actors, "outputs written by another process than the actor that finished them"
+    # the actor holding the file's claim when it finished, not the driver: the restarted actor may finish a file
+    # whose batches the killed one had all saved, decoding nothing of it (seen once the actors started faster)
+    assert all((file_id, pid) in claimed for file_id, pid in written.items()), (
+        "outputs written by another process than the actor that finished them"
+    )
     assert sorted(p.stem for p in subtitles.glob("*.txt")) == sorted(p.stem for p in small_archive)
     assert json.loads((out / "job.json").read_text())["outputs"]["subtitles"] == ["txt"]
     assert not list(subtitles.glob(".reach-*")) and not list(out.glob(".reach-*"))

@@ -92,9 +92,10 @@ class Int8Linear(torch.nn.Module):
     @property
     def _packed(self):
         """fbgemm's packed weight (waited for, where it is being packed on the packing thread)."""
-        pending = self.__dict__.pop("_pending", None)
-        if pending is not None:
+        pending = self.__dict__.get("_pending")
+        if pending is not None:  # dropped once it has given the weight: an error in it is raised at every use
             self.__dict__["_packed_weight"] = pending.result()
+            self.__dict__.pop("_pending", None)
         return self.__dict__["_packed_weight"]
 
     @_packed.setter
