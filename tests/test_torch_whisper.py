@@ -214,6 +214,23 @@ def test_only_a_plain_whisper_checkpoint_is_computed_here(tmp_path, change):
     assert not torch_whisper.loadable(tmp_path, {**config, "architectures": ["WhisperForCausalLM"]})
 
 
+def test_weights_of_another_layout_load_through_transformers(checkpoint, tmp_path):
+    """A checkpoint that looks plain but whose weights this module does not expect (an extra tensor) is still
+    loaded, by transformers' loader, not refused."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "extra"
+    shutil.copytree(checkpoint, folder)
+    weights = load_file(folder / "model.safetensors")
+    save_file({**weights, "model.encoder.extra_scale": torch.ones(1)}, folder / "model.safetensors")
+    with pytest.raises(ValueError, match="extra_scale"):
+        torch_whisper.load(folder, torch.float32)
+    models = load.load_models(str(folder), "none", pick_runtime("cpu", "float32"))
+    assert not isinstance(models.main, torch_whisper.TorchWhisper)
+
+
 def test_load_models_computes_a_local_checkpoint_here_and_a_draft_through_the_twin(checkpoint):
     runtime = pick_runtime("cpu", "float32")
     models = load.load_models(str(checkpoint), "none", runtime)

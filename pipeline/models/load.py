@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import functools
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from .registry import OFFLINE_HINT, SELF_INT8, ModelUnavailable, ResolvedModel, 
 if TYPE_CHECKING:  # transformers' modeling stack is imported where a model needs it (models/torch_whisper.py)
     from transformers import WhisperForCausalLM, WhisperForConditionalGeneration
 
+log = logging.getLogger("podscribe")
 AUTO = "auto"
 CUDA_DEFAULTS = ("openai/whisper-large-v3", "distil-whisper/distil-large-v3")
 CPU_DEFAULTS = ("base", None)
@@ -111,7 +113,10 @@ def _main_model(ref: ResolvedModel, runtime: Runtime) -> torch.nn.Module:
     if runtime.device.type == "cpu" and runtime.attn_implementation == "sdpa":
         local = Path(ref.location) / "config.json"
         if local.is_file() and torch_whisper.loadable(ref.location, _config(ref)):
-            return torch_whisper.load(ref.location, runtime.dtype)
+            try:
+                return torch_whisper.load(ref.location, runtime.dtype)
+            except ValueError as exc:  # weights of another layout: transformers' loader decides what they are
+                log.info("%s: transformers' Whisper (%s)", ref.name, exc)
     from transformers import WhisperForConditionalGeneration
 
     return _from_pretrained(WhisperForConditionalGeneration, ref, runtime)
