@@ -189,17 +189,13 @@ class WeightInt8Linear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, {self.scale.dtype}"
 
 
-# torch.ao's quantization, called knowing it is deprecated: its two warnings silenced for the process, once, when
-# this module is imported. Not ``catch_warnings`` around each call: that swaps the process's filter list and is not
-# thread-safe, and a layer may be packed on the packing thread while another is packed on the calling one.
-warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated", category=DeprecationWarning)
-warnings.filterwarnings("ignore", message=".*quantize_per_(tensor|channel)", category=UserWarning)
-
-
 @contextlib.contextmanager
 def _deprecated_api():
-    """Where torch.ao's quantization is called (its warnings are silenced above, for every thread)."""
-    yield
+    """torch.ao's quantization called knowing it is deprecated (its warnings said once, here, not by every load)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.ao.quantization is deprecated", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantize_per_(tensor|channel)", category=UserWarning)
+        yield
 
 
 def _per_channel_dynamic(linear: torch.nn.Linear) -> torch.nn.Module:
