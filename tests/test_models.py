@@ -290,12 +290,12 @@ def test_a_layer_packed_on_the_packing_thread_waits_for_it_and_gives_the_same_bi
     torch.manual_seed(5)
     linear = torch.nn.Linear(64, 300)
     release = threading.Event()
-    real = q._packed_per_channel
-    monkeypatch.setattr(q, "_packed_per_channel", lambda weight: release.wait(10) and real(weight))
+    real = q._prepack
+    monkeypatch.setattr(q, "_prepack", lambda quantized: release.wait(10) and real(quantized))
     layers = [q.Int8Linear(linear, background=True) for _ in range(3)]
     assert all("_pending" in layer.__dict__ for layer in layers)  # still packing: the thread waits for `release`
     threading.Timer(0.2, release.set).start()
-    monkeypatch.setattr(q, "_packed_per_channel", real)
+    monkeypatch.setattr(q, "_prepack", real)
     foreground = q.Int8Linear(linear)
     x = torch.randn(5, 64)
     assert torch.equal(layers[0](x), foreground(x))
@@ -308,10 +308,10 @@ def test_a_layer_packed_on_the_packing_thread_waits_for_it_and_gives_the_same_bi
     assert "_packed_weight" in model[1].__dict__ and "_pending" not in model[1].__dict__  # packed at once
     assert torch.equal(model[0](torch.ones(1, 8)), q.Int8Linear(big)(torch.ones(1, 8)))
 
-    def failing(weight):
+    def failing(quantized):
         raise RuntimeError("fbgemm refused")
 
-    monkeypatch.setattr(q, "_packed_per_channel", failing)
+    monkeypatch.setattr(q, "_prepack", failing)
     broken = q.Int8Linear(linear, background=True)
     with pytest.raises(RuntimeError, match="fbgemm refused"):
         broken(x)

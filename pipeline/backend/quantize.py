@@ -44,7 +44,7 @@ import torch
 
 _TINY = 1e-12  # an all-zero row keeps scale 0 and yields the bias alone
 ONE_THREAD_MACS = 2**23  # products up to this many multiply-adds run on the calling thread (decision record 0046)
-# layers of this many weights or more are packed on a thread of their own while the job goes on (decision 0047):
+# layers of this many weights or more are prepacked on a thread of their own while the job goes on (decision 0047):
 # the output projection (base: 26.6 M weights, 0.3 s of fbgemm's single-threaded prepack, the rest of the model's
 # 96 layers 0.15 s), first read by the no-speech probe after the first batch's audio, features and encoder
 BACKGROUND_PACK_WEIGHTS = 2**24
@@ -80,10 +80,10 @@ class Int8Linear(torch.nn.Module):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         weight = linear.weight.detach().float()
-        if background:
+        if background:  # the int8 values made here; only fbgemm's prepack (no warnings, no filters) on the thread
             if not _packer:
                 _packer.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="podscribe-pack"))
-            self.__dict__["_pending"] = _packer[0].submit(_packed_per_channel, weight)
+            self.__dict__["_pending"] = _packer[0].submit(_prepack, _int8_per_channel(weight))
         else:
             self._packed = _packed_per_channel(weight)
         bias = linear.bias.detach().float().clone() if linear.bias is not None else None
@@ -210,8 +210,19 @@ def _packed_per_channel(weight: torch.Tensor) -> torch.Tensor:
     observer, its rounding and clamping), without the module it builds around them. A model's load makes one per
     linear layer; the module's way (a float layer built and randomly initialised, copied, packed three times) was
     most of a small model's load, paid at every start of a run, a worker or a watched child."""
+    return _prepack(_int8_per_channel(weight))
+
+
+def _int8_per_channel(weight: torch.Tensor) -> torch.Tensor:
+    """The quantized tensor of ``_packed_per_channel``, before fbgemm packs it. torch.ao's deprecation warnings are
+    silenced around it by ``catch_warnings``, which swaps the process's filters: on the calling thread only."""
     with _deprecated_api():
-        return torch.ops.quantized.linear_prepack(_quantized_per_channel(weight, *_channel_qparams(weight)), None)
+        return _quantized_per_channel(weight, *_channel_qparams(weight))
+
+
+def _prepack(quantized: torch.Tensor):
+    """fbgemm's packing of a quantized weight (no warnings: safe on the packing thread, beside the calling one)."""
+    return torch.ops.quantized.linear_prepack(quantized, None)
 
 
 def _channel_qparams(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
