@@ -62,7 +62,7 @@ READ_AT_IMPORT = (
 PRELOAD = (
     "import torch, transformers; from transformers import WhisperForConditionalGeneration, WhisperProcessor; "
     "import pipeline.cli.jobs, pipeline.job.run, pipeline.job.engines, pipeline.decode.transcriber, pipeline.outputs.export; "
-    "import pyarrow.dataset, pyarrow.parquet, pandas, faster_whisper.vad"
+    "import pyarrow.dataset, pyarrow.parquet, pandas, onnxruntime, pipeline.audio.silero"
 )
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
+import sys
 
+import conftest
 import numpy as np
 import pytest
 import torch
@@ -242,9 +245,11 @@ def test_int8_linear_packs_the_bits_of_torchs_per_channel_dynamic_layer():
 
 
 def test_int8_packing_quantizes_bases_weights_as_torch_does(base_models):
-    """The packing's own rounding (``_quantized_per_channel``, tensor operations) against torch's kernel on the
-    weights the product runs: every linear layer of ``base``, 72 million values, each int8 value the same."""
-    from pipeline.backend.quantize import _channel_qparams, _deprecated_api, _quantized_per_channel
+    """The packing's own scales (``_channel_scales``, torch.ao's weight observer's operations) and rounding
+    (``_quantized_per_channel``, tensor operations) against the observer and torch's kernel on the weights the
+    product runs: every linear layer of ``base``, 72 million values, each scale and int8 value the same; and on
+    planted rows (all zero, one sign, tiny, huge). A weight with NaN or infinity is refused."""
+    from pipeline.backend.quantize import _channel_qparams, _channel_scales, _deprecated_api, _quantized_per_channel
 
     layers = [m for m in base_models.main.modules() if type(m) is torch.nn.Linear]
     assert len(layers) > 90  # float32 layers, as a model is before the int8 compute type packs it
@@ -252,10 +257,19 @@ def test_int8_packing_quantizes_bases_weights_as_torch_does(base_models):
         for layer in layers:
             weight = layer.weight.detach().float()
             scales, zero_points = _channel_qparams(weight)
+            assert torch.equal(_channel_scales(weight), scales) and not zero_points.any()
             ours = _quantized_per_channel(weight, scales, zero_points)
             theirs = torch.quantize_per_channel(weight, scales.double(), zero_points.long(), 0, torch.qint8)
             assert torch.equal(ours.int_repr(), theirs.int_repr())
             assert torch.equal(ours.q_per_channel_scales(), theirs.q_per_channel_scales())
+    torch.manual_seed(4)
+    planted = torch.randn(12, 64) * torch.logspace(-30, 30, 12)[:, None]
+    planted[0], planted[1], planted[2] = 0.0, -planted[1].abs(), planted[2].abs()
+    planted[3] = torch.finfo(torch.float32).tiny
+    assert torch.equal(_channel_scales(planted), _channel_qparams(planted)[0])
+    planted[5, 3] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        _channel_scales(planted)
 
 
 @pytest.mark.identity
@@ -279,9 +293,10 @@ def test_stacked_int8_linear_gives_each_layers_own_bits():
 
 
 def test_a_layer_packed_on_the_packing_thread_waits_for_it_and_gives_the_same_bits(monkeypatch):
-    """The output projection is packed on a thread of its own while the job goes on: its first use, a copy, a pickle
-    and a stacking wait for the packing and see the weight packed in the foreground; ``quantize`` sends only layers
-    of ``BACKGROUND_PACK_WEIGHTS`` or more there; an error in the packing reaches the layer's first use."""
+    """A model's int8 layers are quantized and packed on a thread of their own while the job goes on: a layer's first
+    use, a copy, a pickle and a stacking wait for its packing and see the weight packed in the foreground; a stacking
+    of layers still packing is packed after them on that thread; ``quantize`` sends every layer there; an error in
+    the packing reaches the layer's first use."""
     import pickle
     import threading
 
@@ -292,8 +307,9 @@ def test_a_layer_packed_on_the_packing_thread_waits_for_it_and_gives_the_same_bi
     release = threading.Event()
     real = q._prepack
     monkeypatch.setattr(q, "_prepack", lambda quantized: release.wait(10) and real(quantized))
-    layers = [q.Int8Linear(linear, background=True) for _ in range(3)]
-    assert all("_pending" in layer.__dict__ for layer in layers)  # still packing: the thread waits for `release`
+    layers = [q.Int8Linear(linear, background=True) for _ in range(4)]
+    stacked = q.Int8Linear.stacked([layers[3], layers[3]])
+    assert all("_pending" in layer.__dict__ for layer in [*layers, stacked])  # the thread waits for `release`
     threading.Timer(0.2, release.set).start()
     monkeypatch.setattr(q, "_prepack", real)
     foreground = q.Int8Linear(linear)
@@ -302,11 +318,12 @@ def test_a_layer_packed_on_the_packing_thread_waits_for_it_and_gives_the_same_bi
     assert torch.equal(copy.deepcopy(layers[1])(x), foreground(x))
     assert torch.equal(pickle.loads(pickle.dumps(layers[2]))(x), foreground(x))
     assert torch.equal(q.Int8Linear.stacked([layers[0], foreground])(x)[:, :300], foreground(x))
+    assert torch.equal(stacked(x), torch.cat([foreground(x), foreground(x)], dim=-1))
 
-    big, small = torch.nn.Linear(8, q.BACKGROUND_PACK_WEIGHTS // 8), torch.nn.Linear(8, 8)
-    model = q.quantize(torch.nn.Sequential(big, small), "int8")
-    assert "_packed_weight" in model[1].__dict__ and "_pending" not in model[1].__dict__  # packed at once
-    assert torch.equal(model[0](torch.ones(1, 8)), q.Int8Linear(big)(torch.ones(1, 8)))
+    first, second = torch.nn.Linear(8, 16), torch.nn.Linear(16, 8)
+    model = q.quantize(torch.nn.Sequential(copy.deepcopy(first), copy.deepcopy(second)), "int8")
+    assert all("_pending" in layer.__dict__ or "_packed_weight" in layer.__dict__ for layer in model)
+    assert torch.equal(model(torch.ones(3, 8)), q.Int8Linear(second)(q.Int8Linear(first)(torch.ones(3, 8))))
 
     def failing(quantized):
         raise RuntimeError("fbgemm refused")
@@ -315,6 +332,26 @@ def test_a_layer_packed_on_the_packing_thread_waits_for_it_and_gives_the_same_bi
     broken = q.Int8Linear(linear, background=True)
     with pytest.raises(RuntimeError, match="fbgemm refused"):
         broken(x)
+    with pytest.raises(RuntimeError, match="fbgemm refused"):  # at every use, not only the first
+        broken(x)
+
+
+def test_the_packing_thread_gives_no_warning_in_a_fresh_process(tmp_path):
+    """torch warns once per process that quantized tensors are deprecated; podscribe says it first, silenced, on the
+    calling thread, so the packing thread (where ``catch_warnings`` is unsafe) never shows it: a fresh process with
+    every warning an error quantizes, stacks and runs a model's layers."""
+    script = (
+        "import pipeline, torch\n"
+        "from pipeline.backend import quantize as q\n"
+        "model = q.quantize(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 16)), 'int8')\n"
+        "both = q.Int8Linear.stacked([model[1], model[1]])\n"
+        "print(both(model(torch.ones(2, 8))).shape)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-W", "error", "-c", script], capture_output=True, text=True, cwd=conftest.REPO, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "torch.Size([2, 32])" in run.stdout and "Warning" not in run.stderr
 
 
 @pytest.mark.identity

@@ -246,7 +246,8 @@ def test_load_models_computes_a_local_checkpoint_here_and_a_draft_through_the_tw
 def test_a_cli_run_never_imports_transformers(cache_dir, tmp_path, speech_pieces):
     """The start-up this module exists for, in a real process: `python -X importtime` lists every module imported;
     no module of transformers is among them (models/processor.py reads the tokenizer and features), nor torch's
-    compiler or its distributed tensors (which transformers' modeling stack imported)."""
+    compiler or its distributed tensors (which transformers' modeling stack imported), nor faster-whisper's package
+    (the VAD's model is run by audio/silero.py)."""
     wav = tmp_path / "speech.wav"
     write_wav(wav, speech_pieces[0][: 3 * 16000])
     env = {"PODSCRIBE_CACHE": str(cache_dir), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
@@ -263,3 +264,6 @@ def test_a_cli_run_never_imports_transformers(cache_dir, tmp_path, speech_pieces
     assert {"pipeline.models.torch_whisper", "torch", "tokenizers"} <= imported  # the log is complete
     assert not {m for m in imported if m.split(".")[0] == "transformers"}
     assert not {"torch._dynamo", "torch.distributed.tensor"} & imported
+    # the VAD ran (onnxruntime) without faster-whisper's package and the PyAV and CTranslate2 it imports
+    assert "onnxruntime" in imported
+    assert not {m for m in imported if m.split(".")[0] in ("faster_whisper", "av", "ctranslate2")}

@@ -1,4 +1,4 @@
-"""Voice activity: where in a piece someone is speaking (Silero VAD, as bundled with faster-whisper).
+"""Voice activity: where in a piece someone is speaking (Silero VAD as faster-whisper runs it: ``silero.py``).
 
 Whisper invents words in music, tones and noise; a VAD does not. The decode
 stage uses these spans to skip pieces without speech, to drop segments that lie
@@ -15,12 +15,13 @@ tenths of a second, and the padding alone cannot pull them in further than the p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
+from . import silero
 from .media import SAMPLE_RATE
 
+MIN_SILENCE_MS = 500  # a span ends after this much silence
 LEAD_S = 0.1  # a segment starts at most this long before the voice the VAD heard (Silero's 32 ms windows, soft onsets)
 
 
@@ -39,28 +40,13 @@ class Voice:
     padded: list[tuple[float, float]]
 
 
-@lru_cache(maxsize=1)
-def _vad():
-    try:
-        from faster_whisper import vad
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise RuntimeError("voice activity detection needs the faster-whisper package (Silero VAD)") from exc
-    return vad
-
-
 def voice(samples: np.ndarray, opts: VadOptions = VadOptions()) -> Voice:
     """Where someone speaks, unpadded and padded (one Silero pass)."""
     if len(samples) < 512:
         return Voice([], [])
-    vad = _vad()
-    options = vad.VadOptions(
-        threshold=opts.threshold,
-        min_speech_duration_ms=int(opts.min_speech_s * 1000),
-        min_silence_duration_ms=500,
-        speech_pad_ms=0,
+    spans = silero.speech(
+        samples.astype(np.float32), opts.threshold, int(opts.min_speech_s * 1000), MIN_SILENCE_MS, SAMPLE_RATE
     )
-    found = vad.get_speech_timestamps(samples.astype(np.float32), options, sampling_rate=SAMPLE_RATE)
-    spans = [(s["start"], s["end"]) for s in found]
     return Voice(
         [(lo / SAMPLE_RATE, hi / SAMPLE_RATE) for lo, hi in spans],
         [(lo / SAMPLE_RATE, hi / SAMPLE_RATE) for lo, hi in pad(spans, int(opts.pad_s * SAMPLE_RATE), len(samples))],

@@ -44,10 +44,7 @@ import torch
 
 _TINY = 1e-12  # an all-zero row keeps scale 0 and yields the bias alone
 ONE_THREAD_MACS = 2**23  # products up to this many multiply-adds run on the calling thread (decision record 0046)
-# layers of this many weights or more are prepacked on a thread of their own while the job goes on (decision 0047):
-# the output projection (base: 26.6 M weights, 0.3 s of fbgemm's single-threaded prepack, the rest of the model's
-# 96 layers 0.15 s), first read by the no-speech probe after the first batch's audio, features and encoder
-BACKGROUND_PACK_WEIGHTS = 2**24
+_EPS = torch.finfo(torch.float32).eps  # the smallest channel scale torch.ao's weight observer gives
 _local = threading.local()
 _packer: list[ThreadPoolExecutor] = []  # the one packing thread, made at first need
 
@@ -76,14 +73,14 @@ class Int8Linear(torch.nn.Module):
     """``y = x Wᵀ + b`` with ``W`` int8 (one scale per output channel), ``x`` quantized per row."""
 
     def __init__(self, linear: torch.nn.Linear, background: bool = False):
-        """``background``: the weight is packed on the packing thread; the layer's first use waits for it."""
+        """``background``: the weight is quantized and packed on the packing thread, in the order the layers are
+        made; the layer's first use waits for its own. The weight must not change until then (``quantize`` drops
+        the float layer)."""
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         weight = linear.weight.detach().float()
-        if background:  # the int8 values made here; only fbgemm's prepack (no warnings, no filters) on the thread
-            if not _packer:
-                _packer.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="podscribe-pack"))
-            self.__dict__["_pending"] = _packer[0].submit(_prepack, _int8_per_channel(weight))
+        if background:
+            self.__dict__["_pending"] = _packing_thread().submit(_pack, weight)
         else:
             self._packed = _packed_per_channel(weight)
         bias = linear.bias.detach().float().clone() if linear.bias is not None else None
@@ -142,19 +139,15 @@ class Int8Linear(torch.nn.Module):
         rescaled on its own (``test_stacked_int8_linear_gives_each_layers_own_bits``)."""
         if len({layer.in_features for layer in layers}) != 1:
             raise ValueError("stacked layers read one input: their input widths must agree")
-        weights = [torch.ops.quantized.linear_unpack(layer._packed)[0] for layer in layers]
-        stacked = torch._make_per_channel_quantized_tensor(
-            torch.cat([w.int_repr() for w in weights]),
-            torch.cat([w.q_per_channel_scales() for w in weights]).double(),
-            torch.cat([w.q_per_channel_zero_points() for w in weights]).long(),
-            0,
-        )
         biases = [layer.bias if layer.bias is not None else torch.zeros(layer.out_features) for layer in layers]
         fused = cls.__new__(cls)
         torch.nn.Module.__init__(fused)
         fused.in_features, fused.out_features = layers[0].in_features, sum(layer.out_features for layer in layers)
-        with _deprecated_api():
-            fused._packed = torch.ops.quantized.linear_prepack(stacked, None)
+        if any("_pending" in layer.__dict__ for layer in layers):  # packed after its parts, on their thread
+            fused.__dict__["_pending"] = _packing_thread().submit(_stack, layers)
+        else:
+            with _deprecated_api():
+                fused._packed = _stack(layers)
         fused.register_buffer("bias", torch.cat(biases), persistent=False)
         return fused
 
@@ -205,28 +198,69 @@ def _per_channel_dynamic(linear: torch.nn.Linear) -> torch.nn.Module:
         return torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(linear), qconfig)[0]
 
 
+def _packing_thread() -> ThreadPoolExecutor:
+    """The one thread that quantizes and packs layers while the job goes on (decision record 0048). Its work never
+    enters ``catch_warnings`` (which swaps the process's filters: not thread-safe beside the calling thread): the
+    one warning it could give, torch's deprecation of quantized tensors, is said once per process and is said
+    here first, silenced, on the calling thread."""
+    if not _packer:
+        with _deprecated_api():
+            torch._make_per_channel_quantized_tensor(
+                torch.zeros(1, 1, dtype=torch.int8), torch.ones(1, dtype=torch.double), torch.zeros(1).long(), 0
+            )
+        _packer.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="podscribe-pack"))
+    return _packer[0]
+
+
 def _packed_per_channel(weight: torch.Tensor) -> torch.Tensor:
     """fbgemm's packed int8 weight, one scale per output channel: the bits ``_per_channel_dynamic`` packs (its
     observer, its rounding and clamping), without the module it builds around them. A model's load makes one per
     linear layer; the module's way (a float layer built and randomly initialised, copied, packed three times) was
     most of a small model's load, paid at every start of a run, a worker or a watched child."""
-    return _prepack(_int8_per_channel(weight))
-
-
-def _int8_per_channel(weight: torch.Tensor) -> torch.Tensor:
-    """The quantized tensor of ``_packed_per_channel``, before fbgemm packs it. torch.ao's deprecation warnings are
-    silenced around it by ``catch_warnings``, which swaps the process's filters: on the calling thread only."""
     with _deprecated_api():
-        return _quantized_per_channel(weight, *_channel_qparams(weight))
+        return _pack(weight)
+
+
+def _pack(weight: torch.Tensor):
+    """``_packed_per_channel`` without a warnings filter (on the packing thread: ``_packing_thread``)."""
+    return _prepack(_quantized_per_channel(weight, _channel_scales(weight), torch.zeros(weight.shape[0]).long()))
 
 
 def _prepack(quantized: torch.Tensor):
-    """fbgemm's packing of a quantized weight (no warnings: safe on the packing thread, beside the calling one)."""
+    """fbgemm's packing of a quantized weight."""
     return torch.ops.quantized.linear_prepack(quantized, None)
 
 
+def _stack(layers: list[Int8Linear]):
+    """fbgemm's packed weight of ``Int8Linear.stacked``: the layers' int8 weights and channel scales one above the
+    other."""
+    weights = [torch.ops.quantized.linear_unpack(layer._packed)[0] for layer in layers]
+    return _prepack(
+        torch._make_per_channel_quantized_tensor(
+            torch.cat([w.int_repr() for w in weights]),
+            torch.cat([w.q_per_channel_scales() for w in weights]).double(),
+            torch.cat([w.q_per_channel_zero_points() for w in weights]).long(),
+            0,
+        )
+    )
+
+
+def _channel_scales(weight: torch.Tensor) -> torch.Tensor:
+    """The scale of each output channel torch's per-channel dynamic layer gives ``weight``: its weight observer's
+    (``per_channel_dynamic_qconfig``: int8, symmetric, zero points 0), the operations it runs, without its module
+    (torch.ao, which warns of its deprecation; none of it on the packing thread). Checked scale for scale against
+    the observer on every layer of ``base`` and on planted rows (``test_models.py``)."""
+    low, high = torch.aminmax(weight, dim=1)
+    if not bool(torch.isfinite(low).all()) or not bool(torch.isfinite(high).all()):
+        raise ValueError("a linear layer's weight holds NaN or infinity: it cannot be made int8")
+    zeros = torch.zeros_like(low)
+    largest = torch.max(-torch.min(low, zeros), torch.max(high, zeros))
+    return torch.max(largest / (float(127 - (-128)) / 2), torch.tensor([_EPS]))
+
+
 def _channel_qparams(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The scales and zero points torch's per-channel dynamic layer gives ``weight`` (its weight observer's)."""
+    """The scales and zero points of torch.ao's weight observer itself (what ``_channel_scales`` is checked
+    against)."""
     with _deprecated_api():
         observer = torch.ao.quantization.per_channel_dynamic_qconfig.weight()
         observer(weight)
@@ -276,10 +310,8 @@ def quantize(model: torch.nn.Module, kind: str, dtype: torch.dtype | None = None
         return _replace_linears(model, lambda linear: WeightInt8Linear(linear, dtype))
     if next(model.parameters()).device.type != "cpu":
         raise ValueError("int8 linear layers run on the CPU (fbgemm)")
-    if kind == INT8:
-        return _replace_linears(
-            model, lambda linear: Int8Linear(linear, linear.weight.numel() >= BACKGROUND_PACK_WEIGHTS)
-        )
+    if kind == INT8:  # packed on the packing thread in the model's order, the encoder's first (decision 0048)
+        return _replace_linears(model, lambda linear: Int8Linear(linear, background=True))
     with _deprecated_api():
         return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 

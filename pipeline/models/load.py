@@ -235,7 +235,6 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
     the main model's compute type); ``self-int8`` is made from the float weights first, as it always was."""
     default_main, _ = default_names(runtime)
     main_ref = resolve(model or default_main, cache_dir)
-    processor = _processor(main_ref)
     main = _main_model(main_ref, runtime)
     if assistant == "default":
         assistant = draft_candidate(main_ref, runtime, {"cuda": CUDA_DEFAULTS[1], "cpu": CPU_DEFAULTS[1]})
@@ -244,9 +243,11 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
         # a draft distilled for these very weights first (podscribe distill), else the device's default
         assistant = draft_for(main_ref, cache_dir) or draft_candidate(main_ref, runtime, AUTO_CANDIDATES)
         auto = assistant is not None  # no draft fits: plain decoding, nothing to measure
+    processor = None
     if assistant in (None, "none", ""):
         assistant = None
     else:
+        processor = _processor(main_ref)
         draft = load_assistant(assistant, main, processor, runtime, cache_dir)
     if runtime.int8:
         quantize(main, "int8")
@@ -256,6 +257,8 @@ def load_models(model: str | None, assistant: str | None, runtime: Runtime, cach
         quantize(main, "weight_only", runtime.dtype)
         if draft is not None and assistant != SELF_INT8:
             quantize(draft, "weight_only", runtime.dtype)
+    # read while the int8 layers are packed on their thread (backend/quantize.py, decision 0048)
+    processor = processor or _processor(main_ref)
     return Models(
         main=main,
         processor=processor,
