@@ -56,13 +56,15 @@ READ_AT_IMPORT = (
 )
 # What every CLI run imports, imported once by the server: torch, transformers and Whisper's classes (most of it),
 # then podscribe's modules of a transcription and the libraries they import as they run (Parquet, its pandas shim,
-# the VAD's). Only imports: nothing here opens a model or reads podscribe's variables. The one thread besides the
-# server's is pyarrow's allocator's (jemalloc's background purger), which jemalloc's own fork handlers turn off in a
-# child (it purges inline there). A module left out is imported by the child, as a fresh process would.
+# the VAD's module; not onnxruntime, whose native state does not survive a fork: a forked child then aborts at exit,
+# 'std::system_error: Invalid argument'). Only imports: nothing here opens a model or reads podscribe's variables.
+# The one thread besides the server's is pyarrow's allocator's (jemalloc's background purger), which jemalloc's own
+# fork handlers turn off in a child (it purges inline there). A module left out is imported by the child, as a fresh
+# process would.
 PRELOAD = (
     "import torch, transformers; from transformers import WhisperForConditionalGeneration, WhisperProcessor; "
     "import pipeline.cli.jobs, pipeline.job.run, pipeline.job.engines, pipeline.decode.transcriber, pipeline.outputs.export; "
-    "import pyarrow.dataset, pyarrow.parquet, pandas, onnxruntime, pipeline.audio.silero"
+    "import pyarrow.dataset, pyarrow.parquet, pandas, pipeline.audio.silero"
 )
 
 
