@@ -79,7 +79,14 @@ def test_silero_pass_is_faster_whispers_span_for_span(clips, threshold, min_spee
     beds = media.decode(episode[0])[: 240 * SAMPLE_RATE] if episode else speech  # music, a caller, silence
     tone = (0.3 * np.sin(2 * np.pi * 440 * np.arange(3 * SAMPLE_RATE) / SAMPLE_RATE)).astype(np.float32)
     noise = (0.05 * rng.standard_normal(2 * SAMPLE_RATE + 100)).astype(np.float32)
-    cases = [speech, beds, np.concatenate([tone, speech[: 5 * SAMPLE_RATE], noise]), speech[: 512 * 40], speech[: 512 * 60 - 10], noise[:700]]
+    cases = [
+        speech,
+        beds,
+        np.concatenate([tone, speech[: 5 * SAMPLE_RATE], noise]),
+        speech[: 512 * 40],
+        speech[: 512 * 60 - 10],
+        noise[:700],
+    ]
     found = 0
     for samples in cases:
         theirs = get_speech_timestamps(
