@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,7 +25,7 @@ from pipeline.decode.hf_generate import hf_generate
 from pipeline.decode.kv_cache import CrossKV
 from pipeline.decode.options import DecodeOptions
 from pipeline.facts.runtime import pick_runtime
-from pipeline.models import load, torch_whisper
+from pipeline.models import load, registry, torch_whisper
 from pipeline.models.registry import ResolvedModel
 
 COMPUTE_TYPES = ("float32", "bfloat16", "int8")
@@ -242,17 +244,38 @@ def test_load_models_computes_a_local_checkpoint_here_and_a_draft_through_the_tw
     assert drafted.main.model.decoder.layers[0].fc1 is not draft_layer
 
 
+def hub_cache(root, source, repo: str = "openai/whisper-base", skip: tuple[str, ...] = ()):
+    """A Hugging Face hub cache holding ``repo`` as the hub library lays it out (``refs/main`` naming a snapshot
+    folder of links), its files those of the local checkpoint ``source`` but ``skip``; the snapshot folder."""
+    folder = root / f"models--{repo.replace('/', '--')}"
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text(revision)
+    snapshot = folder / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    for path in Path(source).iterdir():
+        if path.is_file() and path.name not in skip:
+            (snapshot / path.name).symlink_to(path)
+    return snapshot
+
+
 @pytest.mark.model
-def test_a_cli_run_never_imports_transformers(cache_dir, tmp_path, speech_pieces):
+@pytest.mark.parametrize("model", ["base", "openai/whisper-base"])
+def test_a_cli_run_never_imports_transformers(cache_dir, tmp_path, speech_pieces, model):
     """The start-up this module exists for, in a real process: `python -X importtime` lists every module imported;
     no module of transformers is among them (models/processor.py reads the tokenizer and features), nor torch's
     compiler or its distributed tensors (which transformers' modeling stack imported), nor faster-whisper's package
-    (the VAD's model is run by audio/silero.py)."""
+    (the VAD's model is run by audio/silero.py). A hub id whose model is in the hub's cache loads the same way, from
+    its snapshot folder, offline."""
     wav = tmp_path / "speech.wav"
     write_wav(wav, speech_pieces[0][: 3 * 16000])
     env = {"PODSCRIBE_CACHE": str(cache_dir), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    if "/" in model:
+        hub_cache(tmp_path / "hub", registry.resolve("base", cache_dir).location)
+        env |= {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     run = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "podscribe", "transcribe", str(wav), "--out", str(tmp_path / "j")],
+        [sys.executable, "-X", "importtime", "-m", "podscribe", "transcribe", str(wav), "--out", str(tmp_path / "j")]
+        + ["--model", model],
         capture_output=True,
         text=True,
         env=env,
@@ -267,3 +290,32 @@ def test_a_cli_run_never_imports_transformers(cache_dir, tmp_path, speech_pieces
     # the VAD ran (onnxruntime) without faster-whisper's package and the PyAV and CTranslate2 it imports
     assert "onnxruntime" in imported
     assert not {m for m in imported if m.split(".")[0] in ("faster_whisper", "av", "ctranslate2")}
+
+
+def test_a_hub_id_in_the_hub_cache_resolves_to_its_snapshot_where_it_is_whole(cache_dir, tmp_path, monkeypatch):
+    """A hub id whose checkpoint the hub's cache holds whole (its JSON files, tokenizer and safetensors weights: one
+    file, or an index and every shard) resolves to the snapshot folder, keeping the id as its fingerprint (a job's
+    identity does not change); a partial snapshot or an index naming a missing shard leaves the id to
+    ``from_pretrained``, which fetches what is missing."""
+    import huggingface_hub.constants
+
+    base = registry.resolve("base", cache_dir).location
+    whole = hub_cache(tmp_path / "a", base)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "a"))
+    ref = registry.resolve("openai/whisper-base", cache_dir)
+    assert (Path(ref.location), ref.fingerprint, ref.name) == (whole, "openai/whisper-base", "openai/whisper-base")
+    assert torch_whisper.loadable(ref.location, load._config(ref))
+
+    hub_cache(tmp_path / "b", base, skip=("generation_config.json",))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "b"))
+    assert registry.resolve("openai/whisper-base", cache_dir).location == "openai/whisper-base"
+
+    sharded = hub_cache(tmp_path / "c", base, skip=("model.safetensors",))
+    (sharded / "model-00001-of-00001.safetensors").symlink_to(Path(base) / "model.safetensors")
+    index = {"weight_map": {"model.encoder.conv1.weight": "model-00001-of-00001.safetensors"}}
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "c"))
+    assert registry.resolve("openai/whisper-base", cache_dir).location == str(sharded)
+    index["weight_map"]["proj_out.weight"] = "model-00002-of-00002.safetensors"  # not downloaded
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert registry.resolve("openai/whisper-base", cache_dir).location == "openai/whisper-base"

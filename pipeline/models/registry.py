@@ -78,7 +78,7 @@ class ModelUnavailable(UsageProblem):
 @dataclass(frozen=True)
 class ResolvedModel:
     name: str  # what the user asked for
-    location: str  # a local Transformers dir or a hub id for from_pretrained
+    location: str  # a local Transformers dir (a hub id's cached snapshot too) or a hub id for from_pretrained
     fingerprint: str  # sha256 of the weights where known, else the hub id
 
 
@@ -253,7 +253,40 @@ def resolve(name: str, cache_dir: Path | None = None) -> ResolvedModel:
         raise ModelUnavailable(f"model path {name!r} is not a directory")
     repo = hub_id(name)
     _check_hub_id(repo)
-    return ResolvedModel(name, repo, repo)  # a hub id; from_pretrained will fetch it
+    # a hub id: its snapshot in the hub's cache where that holds a whole checkpoint (loaded as a local one, without
+    # transformers at start-up), else from_pretrained fetches it; the fingerprint stays the id (job identity)
+    return ResolvedModel(name, cached_snapshot(repo) or repo, repo)
+
+
+# what a CPU run reads of a checkpoint (models/torch_whisper.py, models/processor.py), besides its weights
+SNAPSHOT_FILES = ("config.json", "generation_config.json", "tokenizer.json", "preprocessor_config.json")
+
+
+def cached_snapshot(repo: str) -> str | None:
+    """The hub cache's snapshot folder of ``repo`` (the revision its ``main`` last resolved to, the one
+    ``HF_HUB_OFFLINE=1`` loads) where it holds a whole checkpoint: the files of ``SNAPSHOT_FILES`` and safetensors
+    weights (one file, or an index and every shard it names). None otherwise: a model not downloaded yet or only in
+    part goes to ``from_pretrained``, which fetches what is missing. A cached model is not checked against the hub
+    again: an overnight job keeps the weights it started with (``huggingface-cli download`` refreshes them)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(repo, "config.json")
+    except Exception:  # an id the hub library refuses: from_pretrained says why
+        return None
+    if not isinstance(found, str):
+        return None
+    folder = Path(found).parent
+    if not all((folder / name).is_file() for name in SNAPSHOT_FILES):
+        return None
+    if (folder / "model.safetensors").is_file():
+        return str(folder)
+    index = folder / "model.safetensors.index.json"
+    try:
+        shards = set(json.loads(index.read_text())["weight_map"].values())
+    except (OSError, ValueError, KeyError, AttributeError):
+        return None
+    return str(folder) if shards and all((folder / shard).is_file() for shard in shards) else None
 
 
 def _check_hub_id(name: str) -> None:
