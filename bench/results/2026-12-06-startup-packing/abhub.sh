@@ -1,0 +1,10 @@
+for i in $(seq 1 $1); do
+ for v in old new; do
+  d=/work/main; [ $v = old ] && d=/tmp/su/base
+  rm -rf /tmp/su/j
+  s=$(date +%s.%N)
+  (cd $d && HF_HUB_CACHE=/tmp/su/hub HF_HUB_OFFLINE=1 /work/main/.venv/bin/python -m podscribe transcribe /tmp/su/one.wav --model openai/whisper-base --out /tmp/su/j >/dev/null 2>/tmp/su/err.$v) || { echo FAIL $v; tail -3 /tmp/su/err.$v; }
+  e=$(date +%s.%N)
+  echo "$v $(echo "$e - $s" | bc)"
+ done
+done
