@@ -34,7 +34,10 @@ def model_path() -> Path:
 @lru_cache(maxsize=1)
 def session():
     """The ONNX session, as faster-whisper opens it: one thread, no memory arena, quiet."""
-    import onnxruntime
+    try:
+        import onnxruntime
+    except ImportError as exc:  # pragma: no cover - a dependency of faster-whisper
+        raise RuntimeError("voice activity detection needs the onnxruntime package (Silero VAD)") from exc
 
     opts = onnxruntime.SessionOptions()
     opts.inter_op_num_threads = 1
