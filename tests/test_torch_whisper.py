@@ -306,9 +306,10 @@ def test_a_hub_id_in_the_hub_cache_resolves_to_its_snapshot_where_it_is_whole(ca
     assert (Path(ref.location), ref.fingerprint, ref.name) == (whole, "openai/whisper-base", "openai/whisper-base")
     assert torch_whisper.loadable(ref.location, load._config(ref))
 
-    hub_cache(tmp_path / "b", base, skip=("generation_config.json",))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "b"))
-    assert registry.resolve("openai/whisper-base", cache_dir).location == "openai/whisper-base"
+    for i, missing in enumerate(("generation_config.json", "tokenizer_config.json")):
+        hub_cache(tmp_path / f"b{i}", base, skip=(missing,))
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / f"b{i}"))
+        assert registry.resolve("openai/whisper-base", cache_dir).location == "openai/whisper-base"
 
     sharded = hub_cache(tmp_path / "c", base, skip=("model.safetensors",))
     (sharded / "model-00001-of-00001.safetensors").symlink_to(Path(base) / "model.safetensors")

@@ -258,8 +258,15 @@ def resolve(name: str, cache_dir: Path | None = None) -> ResolvedModel:
     return ResolvedModel(name, cached_snapshot(repo) or repo, repo)
 
 
-# what a CPU run reads of a checkpoint (models/torch_whisper.py, models/processor.py), besides its weights
-SNAPSHOT_FILES = ("config.json", "generation_config.json", "tokenizer.json", "preprocessor_config.json")
+# what a CPU run reads of a checkpoint (models/torch_whisper.py; models/processor.py's LogMel and Tokenizer: without
+# tokenizer_config.json it would hand the folder to transformers' tokenizer), besides its weights
+SNAPSHOT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+)
 
 
 def cached_snapshot(repo: str) -> str | None:
