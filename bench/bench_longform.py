@@ -29,7 +29,10 @@ Configurations (all on this machine's CPU, one after the other, models loaded be
 
 Wall time is per episode (podscribe: its files table's wall_s; faster-whisper: transcribe() plus consuming
 its segment generator; whisper.cpp: ffmpeg's decode plus transcribe(); file decoding included for all).
-`x RT` = audio seconds per wall second.
+`x RT` = audio seconds per wall second. Each configuration's per-episode info (printed after the table) counts its
+encoder windows: where the time of the encoder, the probe and the scoring goes, and the first thing to compare
+when one program is faster (podscribe: each decoded piece's passes and coverage clips; faster-whisper: its
+``encode`` calls).
 Numbers depend on the machine; compare configurations from the same run. Runs on one machine spread (by ~15% on
 the 2-core EPYCs of 2026-12-06): ``--rounds 3`` runs podscribe and faster-whisper again, alternating, and gives
 the ratio of the medians.
@@ -127,6 +130,10 @@ def run_podscribe(
             "info": {
                 "decode_mode": frow["decode_mode"],
                 "n_pieces": len(ps),
+                # encoder passes: each decoded piece's windows (a second one where the seek rule moved on) and
+                # each short clip the coverage check decoded again (faster-whisper's: its encode calls)
+                "encoder_windows": sum(p["passes"] or 0 for p in ps if not p["skipped"])
+                + sum(len(p.get("redecodes") or ()) for p in ps),
                 "skipped": {k: sum(1 for p in ps if p["skipped"] == k) for k in {p["skipped"] for p in ps} if k},
                 "non_en_pieces": sum(1 for lang in langs if lang != "en"),
                 # what the second chances cost: their share of the main model's decoder calls
@@ -154,19 +161,36 @@ def run_podscribe(
 
 def run_faster_whisper(model, files: dict[str, Path], temperature, language: str | None, beam_size: int = 1) -> dict:
     out = {"episodes": {}}
-    for name, path in files.items():
-        start = time.perf_counter()
-        segments, info = model.transcribe(
-            str(path), language=language, beam_size=beam_size, temperature=temperature, vad_filter=True
-        )
-        rows = [{"audio": path.name, "start": s.start, "end": s.end, "text": s.text.strip()} for s in segments]
-        wall = time.perf_counter() - start
-        out["episodes"][name] = {
-            "wall_s": wall,
-            "duration_s": info.duration,
-            "rows": rows,
-            "info": {"language": info.language, "language_probability": round(info.language_probability, 3)},
-        }
+    windows = [0]
+    encode = model.encode
+
+    def counted(*args, **kwargs):  # its encoder passes: the windows of its VAD-packed speech and language detection
+        windows[0] += 1
+        return encode(*args, **kwargs)
+
+    model.encode = counted
+    try:
+        for name, path in files.items():
+            windows[0] = 0
+            start = time.perf_counter()
+            segments, info = model.transcribe(
+                str(path), language=language, beam_size=beam_size, temperature=temperature, vad_filter=True
+            )
+            rows = [{"audio": path.name, "start": s.start, "end": s.end, "text": s.text.strip()} for s in segments]
+            wall = time.perf_counter() - start
+            out["episodes"][name] = {
+                "wall_s": wall,
+                "duration_s": info.duration,
+                "rows": rows,
+                "info": {
+                    "language": info.language,
+                    "language_probability": round(info.language_probability, 3),
+                    "encoder_windows": windows[0],
+                    "speech_kept_s": round(info.duration_after_vad, 1),
+                },
+            }
+    finally:
+        del model.encode
     return out
 
 
