@@ -9,7 +9,7 @@ import torch
 from transformers.models.whisper.generation_whisper import WhisperGenerationMixin
 
 from pipeline.decode.generate import split_segments
-from pipeline.decode.segments import attach_words, clamp_words, clean
+from pipeline.decode.segments import attach_words, clamp_words, clean, drop_stalled
 from pipeline.facts.records import RawSegment, Word
 
 TS = 50364  # <|0.00|>
@@ -87,3 +87,30 @@ def test_clean_drops_non_speech_and_voiceless_segments_and_collapses_loops_only_
     assert [s.text for s in clean(list(segments), None, speech, looped=False)] == ["one", "one"]
     assert [s.text for s in clean(list(segments), None, speech, looped=True)] == ["one"]
     assert [s.text for s in clean(list(segments), None, None, looped=False)] == ["one", "one", "far from any voice"]
+
+
+def test_a_loop_stuck_on_one_instant_loses_its_echoes_and_speech_that_takes_time_stays():
+    """The loop of a noisy-room episode no tuning saw: a phrase repeated with its timestamps stuck on 20.53 s,
+    the piece's compression ratio under the loop threshold."""
+    stuck = [RawSegment(20.53, 20.53, "the book,") for _ in range(9)]
+    segments = [
+        RawSegment(15.4, 20.4, "Produced the block books, the true printed book,"),
+        RawSegment(20.4, 20.53, "the book,"),
+        *stuck,
+        RawSegment(20.53, 20.53, "you."),  # no time, but nothing said before: not an echo
+        RawSegment(21.2, 27.9, "Now, as all books"),
+    ]
+    assert [s.text for s in drop_stalled(segments)] == [
+        "Produced the block books, the true printed book,",
+        "the book,",
+        "you.",
+        "Now, as all books",
+    ]
+    speech = [(0.0, 30.0)]
+    assert [s.text for s in clean(list(segments), None, speech, looped=False)].count("the book,") == 1
+    # said again, taking time: a person repeating themselves (or two people saying the same) is kept
+    said_twice = [RawSegment(1.0, 1.4, "Yes."), RawSegment(2.0, 2.4, "yes."), RawSegment(3.0, 3.3, "Yes.")]
+    assert drop_stalled(said_twice) == said_twice
+    # a repeat further back than the window is not this loop's echo
+    far = [RawSegment(0.0, 1.0, "the book,"), *(RawSegment(i, i + 1.0, f"line {i}") for i in range(1, 6))]
+    assert drop_stalled([*far, RawSegment(6.0, 6.0, "the book,")])[-1].text == "the book,"

@@ -2,8 +2,8 @@
 
 Within a piece (piece-relative seconds), after decoding: segment ends pulled in to the voice the VAD
 heard (``tighten``), words attached to the segment whose tokens made them (``attach_words``), segments
-that are no words at all or lie outside every voice dropped (``keep``), a repetition loop collapsed
-(``drop_repeats``). The decode stage applies them through ``clean`` (the coverage check needs the
+that are no words at all or lie outside every voice dropped (``keep``), a loop's echoes that take no time
+dropped (``drop_stalled``), a repetition loop collapsed (``drop_repeats``). The decode stage applies them through ``clean`` (the coverage check needs the
 cleaned segments to see what text covers); stitch.py applies the rules across pieces. Every word's
 time goes through ``clamp_words``.
 
@@ -16,6 +16,7 @@ import re
 
 from ..audio import vad
 from ..facts.records import RawSegment, Word
+from ..facts.whisper import TIMESTAMP_S
 
 _NON_SPEECH = re.compile(r"^\s*([\[\(][^\]\)]*[\]\)]\s*)+$")
 
@@ -101,12 +102,28 @@ def drop_repeats(segments: list[RawSegment], window: int = 4) -> list[RawSegment
     return kept
 
 
+def drop_stalled(segments: list[RawSegment], window: int = 4) -> list[RawSegment]:
+    """Drop a loop's echoes: a segment that takes no time (shorter than one timestamp step) and says again what
+    one of the last few kept segments said. Whisper can repeat a phrase with its timestamps stuck on one instant
+    ("the book, the book, ..." ten times at 20.53 s in a noisy room, unseen audio of 2026-12-07); the piece's
+    compression ratio, diluted by the rest of its text, need not cross the loop threshold, so ``drop_repeats``
+    never runs there. Speech takes time: a repeat that does is kept, as is a new text that does not."""
+    kept: list[RawSegment] = []
+    for seg in segments:
+        said = (k.text.strip().lower() for k in kept[-window:])
+        if seg.end_s - seg.start_s < TIMESTAMP_S and seg.text.strip().lower() in said:
+            continue
+        kept.append(seg)
+    return kept
+
+
 def clean(
     segments: list[RawSegment], words: list[Word] | None, speech: list[tuple[float, float]] | None, looped: bool
 ) -> list[RawSegment]:
     """The rest of the clean-up once word timings are known (segments already tightened): words attached,
-    non-speech and voiceless segments dropped, repeats collapsed when the piece looped."""
+    non-speech and voiceless segments dropped, a loop's echoes that take no time dropped, repeats collapsed when the
+    piece looped."""
     if words is not None:
         attach_words(segments, words)
-    kept = [s for s in segments if keep(s, speech)]
+    kept = drop_stalled([s for s in segments if keep(s, speech)])
     return drop_repeats(kept) if looped else kept
