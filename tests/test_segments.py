@@ -9,7 +9,7 @@ import torch
 from transformers.models.whisper.generation_whisper import WhisperGenerationMixin
 
 from pipeline.decode.generate import split_segments
-from pipeline.decode.segments import attach_words, clamp_words, clean, drop_stalled
+from pipeline.decode.segments import attach_words, clamp_words, clean, drop_repeats
 from pipeline.facts.records import RawSegment, Word
 
 TS = 50364  # <|0.00|>
@@ -100,7 +100,7 @@ def test_a_loop_stuck_on_one_instant_loses_its_echoes_and_speech_that_takes_time
         RawSegment(20.53, 20.53, "you."),  # no time, but nothing said before: not an echo
         RawSegment(21.2, 27.9, "Now, as all books"),
     ]
-    assert [s.text for s in drop_stalled(segments)] == [
+    assert [s.text for s in drop_repeats(segments, stalled_only=True)] == [
         "Produced the block books, the true printed book,",
         "the book,",
         "you.",
@@ -110,7 +110,7 @@ def test_a_loop_stuck_on_one_instant_loses_its_echoes_and_speech_that_takes_time
     assert [s.text for s in clean(list(segments), None, speech, looped=False)].count("the book,") == 1
     # said again, taking time: a person repeating themselves (or two people saying the same) is kept
     said_twice = [RawSegment(1.0, 1.4, "Yes."), RawSegment(2.0, 2.4, "yes."), RawSegment(3.0, 3.3, "Yes.")]
-    assert drop_stalled(said_twice) == said_twice
+    assert drop_repeats(said_twice, stalled_only=True) == said_twice
     # a repeat further back than the window is not this loop's echo
     far = [RawSegment(0.0, 1.0, "the book,"), *(RawSegment(i, i + 1.0, f"line {i}") for i in range(1, 6))]
-    assert drop_stalled([*far, RawSegment(6.0, 6.0, "the book,")])[-1].text == "the book,"
+    assert drop_repeats([*far, RawSegment(6.0, 6.0, "the book,")], stalled_only=True)[-1].text == "the book,"

@@ -2,10 +2,10 @@
 
 Within a piece (piece-relative seconds), after decoding: segment ends pulled in to the voice the VAD
 heard (``tighten``), words attached to the segment whose tokens made them (``attach_words``), segments
-that are no words at all or lie outside every voice dropped (``keep``), a loop's echoes that take no time
-dropped (``drop_stalled``), a repetition loop collapsed (``drop_repeats``). The decode stage applies them through ``clean`` (the coverage check needs the
-cleaned segments to see what text covers); stitch.py applies the rules across pieces. Every word's
-time goes through ``clamp_words``.
+that are no words at all or lie outside every voice dropped (``keep``), a repetition loop collapsed
+(``drop_repeats``: its echoes that take no time always, every repeat when the piece looped). The decode stage
+applies them through ``clean`` (the coverage check needs the cleaned segments to see what text covers); stitch.py
+applies the rules across pieces. Every word's time goes through ``clamp_words``.
 
 Pure functions on ``records`` (no torch, no model): tests/test_segments.py checks them on hand-made input.
 """
@@ -92,28 +92,20 @@ def keep(seg: RawSegment, speech: list[tuple[float, float]] | None) -> bool:
     return not is_non_speech_text(seg.text) and (speech is None or vad.overlaps(seg.start_s, seg.end_s, speech))
 
 
-def drop_repeats(segments: list[RawSegment], window: int = 4) -> list[RawSegment]:
-    """Collapse a repetition loop: a segment whose text equals one of the last few kept ones goes."""
+def drop_repeats(segments: list[RawSegment], window: int = 4, stalled_only: bool = False) -> list[RawSegment]:
+    """Collapse a repetition loop: a segment whose text equals one of the last few kept ones goes.
+
+    ``stalled_only``: only such a segment that takes no time (shorter than one timestamp step), a loop's echo.
+    Whisper can repeat a phrase with its timestamps stuck on one instant ("the book, the book, ..." ten times at
+    20.53 s in a noisy room, unseen audio of 2026-12-07) while the piece's compression ratio, diluted by the rest of
+    its text, stays under the loop threshold. Speech takes time: a repeat that does is kept, as is a new text that
+    does not."""
     kept: list[RawSegment] = []
     for seg in segments:
         key = seg.text.strip().lower()
-        if key not in (k.text.strip().lower() for k in kept[-window:]):
+        repeat = key in (k.text.strip().lower() for k in kept[-window:])
+        if not repeat or (stalled_only and seg.end_s - seg.start_s >= TIMESTAMP_S):
             kept.append(seg)
-    return kept
-
-
-def drop_stalled(segments: list[RawSegment], window: int = 4) -> list[RawSegment]:
-    """Drop a loop's echoes: a segment that takes no time (shorter than one timestamp step) and says again what
-    one of the last few kept segments said. Whisper can repeat a phrase with its timestamps stuck on one instant
-    ("the book, the book, ..." ten times at 20.53 s in a noisy room, unseen audio of 2026-12-07); the piece's
-    compression ratio, diluted by the rest of its text, need not cross the loop threshold, so ``drop_repeats``
-    never runs there. Speech takes time: a repeat that does is kept, as is a new text that does not."""
-    kept: list[RawSegment] = []
-    for seg in segments:
-        said = (k.text.strip().lower() for k in kept[-window:])
-        if seg.end_s - seg.start_s < TIMESTAMP_S and seg.text.strip().lower() in said:
-            continue
-        kept.append(seg)
     return kept
 
 
@@ -125,5 +117,5 @@ def clean(
     piece looped."""
     if words is not None:
         attach_words(segments, words)
-    kept = drop_stalled([s for s in segments if keep(s, speech)])
+    kept = drop_repeats([s for s in segments if keep(s, speech)], stalled_only=True)
     return drop_repeats(kept) if looped else kept
