@@ -249,7 +249,13 @@ def test_int8_packing_quantizes_bases_weights_as_torch_does(base_models):
     (``_quantized_per_channel``, tensor operations) against the observer and torch's kernel on the weights the
     product runs: every linear layer of ``base``, 72 million values, each scale and int8 value the same; and on
     planted rows (all zero, one sign, tiny, huge). A weight with NaN or infinity is refused."""
-    from pipeline.backend.quantize import _channel_qparams, _channel_scales, _deprecated_api, _quantized_per_channel
+    from pipeline.backend.quantize import _channel_scales, _deprecated_api, _quantized_per_channel
+
+    def _channel_qparams(weight):  # torch.ao's weight observer itself: what the packing's scales are checked against
+        with _deprecated_api():
+            observer = torch.ao.quantization.per_channel_dynamic_qconfig.weight()
+            observer(weight)
+            return observer.calculate_qparams()
 
     layers = [m for m in base_models.main.modules() if type(m) is torch.nn.Linear]
     assert len(layers) > 90  # float32 layers, as a model is before the int8 compute type packs it

@@ -258,15 +258,6 @@ def _channel_scales(weight: torch.Tensor) -> torch.Tensor:
     return torch.max(largest / (float(127 - (-128)) / 2), torch.tensor([_EPS]))
 
 
-def _channel_qparams(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The scales and zero points of torch.ao's weight observer itself (what ``_channel_scales`` is checked
-    against)."""
-    with _deprecated_api():
-        observer = torch.ao.quantization.per_channel_dynamic_qconfig.weight()
-        observer(weight)
-        return observer.calculate_qparams()
-
-
 def _quantized_per_channel(weight: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor) -> torch.Tensor:
     """``torch.quantize_per_channel(weight, scales, zero_points, 0, torch.qint8)``, the same int8 values, as
     tensor operations on all cores: torch's kernel quantizes one element at a time on one thread (0.45 s of
