@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench import bench_longform as bl
 from bench.common import LONGFORM, discover_episodes, episode_files, load_scorer, score
+from pipeline.audio.media import SAMPLE_RATE
 from pipeline.decode import second_chances, transcriber
 from pipeline.models import registry
 
@@ -30,7 +31,15 @@ def beams_everywhere(beams: int):
 
     def generate(self, features, encoded, languages, audio, results, cross=None):
         out = [
-            second_chances.again(self, features[i : i + 1], encoded[i : i + 1], languages[i], beams, 0.0)
+            second_chances.again(
+                self,
+                features[i : i + 1],
+                encoded[i : i + 1],
+                languages[i],
+                beams,
+                0.0,
+                second_chances.fallback_tokens(self, languages[i], len(audio[i]) / SAMPLE_RATE),
+            )
             for i in range(len(results))
         ]
         for r, g in zip(results, out):

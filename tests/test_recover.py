@@ -114,3 +114,25 @@ def test_whisper_rule_keeps_the_candidate_that_passes():
     assert not recover.better(unsure, looping, LP, CR)
     assert recover.better(unsure, Candidate(-1.2, 1.5), LP, CR)  # both unsure: the higher log-prob
     assert not recover.better(unsure, Candidate(-1.6, 1.5), LP, CR)
+
+
+def test_an_attempt_gets_tokens_for_its_length_up_to_whispers_sample_length():
+    assert recover.rung_tokens(30.0) == recover.MAX_NEW_TOKENS  # a full window: openai-whisper's sample_len
+    assert recover.rung_tokens(13.0) == recover.MAX_NEW_TOKENS
+    assert recover.rung_tokens(1.6) == 56  # a coverage clip: 32 + ceil(1.6 * 448 / 30)
+    assert recover.rung_tokens(0.0) == recover.RUNG_SLACK_TOKENS
+    lengths = [recover.rung_tokens(s / 10) for s in range(300)]
+    assert lengths == sorted(lengths)
+    # fast English (~5 tokens a second, timestamps included) fits with 20 to spare at every length
+    assert all(recover.rung_tokens(s / 10) >= 5 * s / 10 + 20 for s in range(300))
+
+
+def test_an_attempt_that_never_ended_counts_as_a_loop():
+    unsure = Candidate(avg_logprob=-1.4, compression_ratio=1.6)
+    ran_on = Candidate(avg_logprob=-0.3, compression_ratio=1.9, ran_on=True)  # passes both checks by its numbers
+    assert recover.fails(ran_on, LP, CR)
+    assert not recover.better(unsure, ran_on, LP, CR)  # the unsure text that ended stays
+    assert recover.better(ran_on, unsure, LP, CR)
+    looping = Candidate(avg_logprob=-0.2, compression_ratio=3.5)
+    assert recover.better(looping, Candidate(-0.2, 3.5, ran_on=True), LP, CR) is False  # both loop: log-prob
+    assert recover.better(looping, Candidate(-0.1, 3.5, ran_on=True), LP, CR)

@@ -18,7 +18,7 @@ import pyarrow.dataset as ds
 import pytest
 import torch
 
-from helpers import computed_once, int8_copy, with_assistant, write_wav
+from helpers import computed_once, int8_copy, tiny_random_models, with_assistant, write_wav
 from pipeline.audio import media
 from pipeline.cli.status import job_status
 from pipeline.decode import DecodeOptions, Transcriber
@@ -246,3 +246,42 @@ def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, 
     with pytest.raises(Interrupted):  # resumed: the piece is decoded again, up to its second chance
         run([str(path)], options, models=tiny_en_models, stop=stop)
     assert said == [first], "the resumed run did not decode the piece again to its second chance"
+
+
+def test_a_short_pieces_attempts_stop_at_their_length_and_one_that_never_ended_is_not_kept(
+    base_vocabulary, monkeypatch
+):
+    """A random Whisper (real mechanics, transformers' own generate) on 2 s of noise fails Whisper's checks and
+    walks the whole ladder; every attempt is given ``recover.rung_tokens(2.0)`` tokens, not openai-whisper's 224,
+    and runs on to them. An attempt that never ended is a loop whatever its numbers: the beam's higher
+    log-probability and low compression ratio would otherwise have replaced the greedy text."""
+    from pipeline.decode import hf_generate as hf
+    from pipeline.decode import recover
+
+    models = tiny_random_models(base_vocabulary, 7)  # a seed whose beam scores above its greedy text
+    samples = (np.random.default_rng(0).standard_normal(2 * SR) * 0.1).astype(np.float32)
+    asked, judged = [], []
+    real_generate, real_better = hf.hf_generate, recover.better
+
+    def generate(*args):
+        asked.append(args[-1])  # max_new_tokens, the last positional argument
+        return real_generate(*args)
+
+    def better(first, second, *thresholds):
+        judged.append((first, second, real_better(first, second, *thresholds)))
+        return judged[-1][-1]
+
+    monkeypatch.setattr(hf, "hf_generate", generate)
+    monkeypatch.setattr(recover, "better", better)
+    options = DecodeOptions(language="en", coverage=False, vad=False)
+    (r,) = Transcriber(models, options).transcribe([samples])
+    rungs = recover.fallbacks(options.fallback_beams)
+    assert len(asked) == len(judged) == len(rungs)  # the whole ladder
+    assert asked == [recover.rung_tokens(2.0)] * len(rungs)
+    assert all(second.ran_on for _, second, _ in judged)  # the construction: a random model never ends
+    assert not any(kept for _, _, kept in judged)
+    assert any(  # and the flag decided it: by its numbers the attempt would have replaced the greedy text
+        real_better(first, dataclasses.replace(second, ran_on=False), options.logprob_threshold, 2.4)
+        for first, second, _ in judged
+    )
+    assert [d.reason.split("; ")[-1] for d in r.redecodes] == [f"{label}: not better" for label, _, _ in rungs]

@@ -46,6 +46,7 @@ class Generated:
     segments: list[dict]  # {"start", "end" (s, piece-relative), "tokens" (list)}
     stats: DecodeStats = field(default_factory=DecodeStats)
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
+    ran_on: bool = False  # a pass used all its tokens without end-of-text (told by the fallback's attempts)
 
 
 def log_mel(extractor, audio: list[np.ndarray], device, dtype) -> torch.Tensor:

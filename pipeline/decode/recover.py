@@ -28,6 +28,7 @@ Transcriber runs the models.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 WORD_PAD_S = 0.3  # a word covers this much speech on each side (Whisper's word ends are 20 ms-coarse, VAD pads)
@@ -37,6 +38,17 @@ MAX_ROUNDS = 3
 TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)  # after the beams, as openai-whisper and faster-whisper rise
 SEED = 0  # sampling is seeded per attempt: the same piece gives the same result in every run
 MAX_NEW_TOKENS = 224  # per pass of a fallback attempt: openai-whisper's sample_len (n_ctx // 2); a loop ends there
+# A shorter stretch gets fewer: twice sample_len's rate over a 30 s window (~15 tokens a second, timestamps
+# included; fast English is ~5) and some room besides, so that a sample looping on a 1.6 s clip stops at 56
+# tokens instead of running on to 224 (held-out seed 59: one such rung took 5 of a phone call's 30 s).
+RUNG_TOKENS_PER_S = 2 * MAX_NEW_TOKENS / 30
+RUNG_SLACK_TOKENS = 32
+
+
+def rung_tokens(duration_s: float) -> int:
+    """The most tokens one fallback attempt decodes for ``duration_s`` of audio (``MAX_NEW_TOKENS`` from
+    about 13 s on). An attempt that reaches it never ended: ``Candidate.ran_on``."""
+    return min(MAX_NEW_TOKENS, RUNG_SLACK_TOKENS + math.ceil(RUNG_TOKENS_PER_S * duration_s))
 
 
 def fallbacks(beams: int) -> list[tuple[str, int, float]]:
@@ -48,15 +60,21 @@ def fallbacks(beams: int) -> list[tuple[str, int, float]]:
 
 @dataclass(frozen=True)
 class Candidate:
-    """What Whisper's checks look at in one decoding of a piece."""
+    """What Whisper's checks look at in one decoding of a piece. ``ran_on``: a fallback attempt that used all
+    its tokens (``rung_tokens``) without ending; it counts as a loop whatever its compression ratio (a loop of
+    a long sentence cut after two turns compresses no better than speech)."""
 
     avg_logprob: float
     compression_ratio: float
+    ran_on: bool = False
+
+    def loops(self, compression_ratio_threshold: float) -> bool:
+        return self.ran_on or self.compression_ratio > compression_ratio_threshold
 
 
 def fails(c: Candidate, logprob_threshold: float, compression_ratio_threshold: float) -> bool:
     """openai-whisper's fallback trigger: the text loops, or the model is unsure of it."""
-    return c.compression_ratio > compression_ratio_threshold or c.avg_logprob < logprob_threshold
+    return c.loops(compression_ratio_threshold) or c.avg_logprob < logprob_threshold
 
 
 def better(first: Candidate, second: Candidate, logprob_threshold: float, compression_ratio_threshold: float) -> bool:
@@ -69,8 +87,8 @@ def better(first: Candidate, second: Candidate, logprob_threshold: float, compre
         return first_fails
     if not first_fails:
         return False  # both pass: greedy was fine (not reached: the fallback runs only when greedy fails)
-    first_loops = first.compression_ratio > compression_ratio_threshold
-    second_loops = second.compression_ratio > compression_ratio_threshold
+    first_loops = first.loops(compression_ratio_threshold)
+    second_loops = second.loops(compression_ratio_threshold)
     if first_loops != second_loops:
         return first_loops
     return second.avg_logprob > first.avg_logprob

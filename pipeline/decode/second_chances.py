@@ -127,11 +127,14 @@ def _ladder(t: Stage, batch: Batch, attempt: Attempt) -> None:
     """The rungs of one piece's second chance, until one passes Whisper's checks."""
     o, i, best, why = t.options, attempt.row, attempt.best, attempt.why
     r, encoded, languages = batch.results[i], batch.encoded, batch.languages
+    most = fallback_tokens(t, languages[i], len(batch.audio[i]) / SAMPLE_RATE)
     for label, beams, temperature in attempt.ladder:
-        retry = again(t, batch.features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature)
+        retry = again(t, batch.features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature, most)
         trial = PieceResult()
         t.score(encoded[i : i + 1], languages[i : i + 1], [retry], [trial])
-        candidate = recover.Candidate(trial.avg_logprob, score.compression_ratio(t.models.tokenizer, retry.tokens))
+        candidate = recover.Candidate(
+            trial.avg_logprob, score.compression_ratio(t.models.tokenizer, retry.tokens), retry.ran_on
+        )
         keep = recover.better(best, candidate, o.logprob_threshold, o.compression_ratio_threshold)
         r.redecodes.append(
             Redecode(
@@ -150,15 +153,18 @@ def _ladder(t: Stage, batch: Batch, attempt: Attempt) -> None:
             break
 
 
-def fallback_tokens(t: Stage, language: str | None) -> int:
-    """openai-whisper's sample length, less what a long prompt takes: transformers refuses a prompt plus new
-    tokens past the model's positions (a 224-token prompt left 223)."""
-    return min(recover.MAX_NEW_TOKENS, t.plain.max_positions - len(t.prompt(language)))
+def fallback_tokens(t: Stage, language: str | None, duration_s: float) -> int:
+    """openai-whisper's sample length, fewer for a short stretch (``recover.rung_tokens``), and less what a long
+    prompt takes: transformers refuses a prompt plus new tokens past the model's positions (a 224-token prompt
+    left 223)."""
+    return min(recover.rung_tokens(duration_s), t.plain.max_positions - len(t.prompt(language)))
 
 
-def again(t: Stage, features, encoded, language: str | None, beams: int, temperature: float) -> Generated:
-    """One piece decoded by transformers' generate (main model; beam search or seeded sampling), as
-    podscribe's loop returns it."""
+def again(
+    t: Stage, features, encoded, language: str | None, beams: int, temperature: float, max_new_tokens: int
+) -> Generated:
+    """One piece decoded by transformers' generate (main model; beam search or seeded sampling; at most
+    ``max_new_tokens`` a pass), as podscribe's loop returns it."""
     from .hf_generate import hf_generate
 
     cuda = [features.device.index or 0] if features.device.type == "cuda" else []
@@ -175,14 +181,18 @@ def again(t: Stage, features, encoded, language: str | None, beams: int, tempera
             t.context or None,
             beams,
             temperature,
-            fallback_tokens(t, language),
+            max_new_tokens,
         )
     segs = [
         {"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(tok) for tok in seg["tokens"]]}
         for seg in segments or []
     ]
     ids = [tok for seg in segs for tok in seg["tokens"]]
-    return Generated(ids, segs, DecodeStats(main_calls=calls, passes=1), pass_lengths=[len(ids)])
+    # each pass's whole row (prompt, new tokens, end-of-text) is its segments' "result": one without end-of-text
+    # stopped at max_new_tokens (the segments keep only what ends in a timestamp: not a count to go by)
+    passes = {id(seg["result"]): seg["result"] for seg in segments or [] if torch.is_tensor(seg.get("result"))}
+    ran_on = any(t.tokens.eot not in row.tolist() for row in passes.values())
+    return Generated(ids, segs, DecodeStats(main_calls=calls, passes=1), pass_lengths=[len(ids)], ran_on=ran_on)
 
 
 def cover(t: Stage, audio: list[np.ndarray], results: list[PieceResult]) -> None:
