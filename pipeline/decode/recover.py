@@ -16,7 +16,9 @@ Greedy Whisper fails in two ways that lose words, and podscribe used to accept b
   rising temperatures with a fixed seed (both deterministic), until a result passes
   the checks; the best by Whisper's rule is kept (``better``). Beam search alone does
   not break a loop: on noisy speech tiny.en loops greedily and worse with beams
-  (docs/decisions/0017-fallback-ladder.md).
+  (docs/decisions/0017-fallback-ladder.md). An attempt decodes tokens for its
+  stretch's length (``rung_tokens``), and one that never ended counts as a loop
+  (docs/decisions/0049-attempts-sized-to-their-stretch.md).
 
 Both apply to the main model's own tokens: the first pass is the same with or without
 an assistant, and the second chances run the same code on the same inputs, so the
