@@ -41,15 +41,16 @@ TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)  # after the beams, as openai-whisper a
 SEED = 0  # sampling is seeded per attempt: the same piece gives the same result in every run
 MAX_NEW_TOKENS = 224  # per pass of a fallback attempt: openai-whisper's sample_len (n_ctx // 2); a loop ends there
 # A shorter stretch gets fewer: twice sample_len's rate over a 30 s window (~15 tokens a second, timestamps
-# included; fast English is ~5) and some room besides, so that a sample looping on a 1.6 s clip stops at 56
-# tokens instead of running on to 224 (held-out seed 59: one such rung took 5 of a phone call's 30 s).
+# included; fast English is ~5) and some room besides, so that a pass of a sample looping on a 1.6 s clip stops
+# at 56 tokens instead of running on to 224 (held-out seed 59: one such rung took 5 of a phone call's 30 s).
 RUNG_TOKENS_PER_S = 2 * MAX_NEW_TOKENS / 30
 RUNG_SLACK_TOKENS = 32
 
 
 def rung_tokens(duration_s: float) -> int:
-    """The most tokens one fallback attempt decodes for ``duration_s`` of audio (``MAX_NEW_TOKENS`` from
-    about 13 s on). An attempt that reaches it never ended: ``Candidate.ran_on``."""
+    """The most tokens a pass of one fallback attempt decodes for ``duration_s`` of audio (``MAX_NEW_TOKENS``
+    from about 13 s on; fewer still where a long prompt leaves less room). An attempt with a pass that reaches
+    it without end-of-text never ended: ``Candidate.ran_on``."""
     return min(MAX_NEW_TOKENS, RUNG_SLACK_TOKENS + math.ceil(RUNG_TOKENS_PER_S * duration_s))
 
 
@@ -62,9 +63,10 @@ def fallbacks(beams: int) -> list[tuple[str, int, float]]:
 
 @dataclass(frozen=True)
 class Candidate:
-    """What Whisper's checks look at in one decoding of a piece. ``ran_on``: a fallback attempt that used all
-    its tokens (``rung_tokens``) without ending; it counts as a loop whatever its compression ratio (a loop of
-    a long sentence cut after two turns compresses no better than speech)."""
+    """What Whisper's checks look at in one decoding of a piece. ``ran_on``: a fallback attempt with a pass that
+    used all its tokens (``rung_tokens``) without ending; it counts as a loop whatever its compression ratio (a
+    loop of a long sentence cut after two turns compresses no better than speech). The first pass's candidate
+    never has it: that pass is transformers' greedy to the model's 448 positions, judged by its numbers alone."""
 
     avg_logprob: float
     compression_ratio: float

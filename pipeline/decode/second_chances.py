@@ -188,11 +188,21 @@ def again(
         for seg in segments or []
     ]
     ids = [tok for seg in segs for tok in seg["tokens"]]
-    # each pass's whole row (prompt, new tokens, end-of-text) is its segments' "result": one without end-of-text
-    # stopped at max_new_tokens (the segments keep only what ends in a timestamp: not a count to go by)
-    passes = {id(seg["result"]): seg["result"] for seg in segments or [] if torch.is_tensor(seg.get("result"))}
-    ran_on = any(t.tokens.eot not in row.tolist() for row in passes.values())
+    # each pass's row (prompt, new tokens, end-of-text: the beams' trimmed to their length) is its segments'
+    # "result"; one that does not end in end-of-text stopped at max_new_tokens (the segments keep only what ends
+    # in a timestamp: their tokens are not a count to go by)
+    passes = {id(seg["result"]): _row(seg["result"]) for seg in segments or []}
+    ran_on = any(int(row[-1]) != t.tokens.eot for row in passes.values())
     return Generated(ids, segs, DecodeStats(main_calls=calls, passes=1), pass_lengths=[len(ids)], ran_on=ran_on)
+
+
+def _row(result) -> torch.Tensor:
+    """A pass's token row from transformers' segment "result": the row itself, or its ``sequences`` where generate
+    returns a dict (``return_dict_in_generate``); anything else is refused, not read as "ended"."""
+    row = result.get("sequences") if isinstance(result, dict) else result
+    if not torch.is_tensor(row) or row.ndim != 1 or not row.numel():
+        raise TypeError(f"a segment's pass result is not a token row: {type(result).__name__}")
+    return row
 
 
 def cover(t: Stage, audio: list[np.ndarray], results: list[PieceResult]) -> None:
