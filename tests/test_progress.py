@@ -74,3 +74,21 @@ def test_workers_that_forward_their_bars_are_drawn_by_one_board():
     board.close()
     assert "100%" in final and "0:03:07/0:03:07 of audio" in final, final
     assert "c.mp3: piece 1 at its second chance" in sink.getvalue()
+
+
+def test_a_board_told_the_job_is_complete_ends_at_its_total_and_never_goes_past_it():
+    """A worker killed between writing its file's row and sending its seconds leaves the job bar short of a finished
+    job: the process that drew it completes it once the job dir says nothing is left (engines.py)."""
+    sink = io.StringIO()
+    board = progress.Board(True, file=sink, mininterval=0)
+    board.handle(("job", 1, 58.0))
+    board.handle(("job_advance", 1, 26.0))  # the killed worker's 11 s never came
+    board.handle(("job", 2, 21.0))  # its restart planned what was left
+    board.handle(("job_advance", 2, 21.0))
+    assert board.job.n == 47.0
+    board.complete()
+    board.complete()
+    assert board.job.n == board.job.total == 58.0
+    board.close()
+    board.complete()  # after close: nothing drawn under the run's last words
+    assert board.job.n == 58.0

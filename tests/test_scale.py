@@ -11,6 +11,7 @@ import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
@@ -344,3 +345,23 @@ def test_local_workers_show_the_whole_job_s_progress_from_one_renderer(clips, ca
     code, stdout, stderr = finish(start(tmp_path / "job", two, cache_dir, None, "--workers", "2", args=args))
     assert code == 0 and "done: 2, failed: 0" in stdout, (stdout, stderr[-3000:])
     _one_renderer(tmp_path / "job", two, stderr)
+
+
+def test_a_worker_killed_between_finishing_a_file_and_telling_it_leaves_the_job_bar_at_100(
+    small_archive, small_reference, cache_dir, tmp_path
+):
+    """Bars are drawn from events, and a worker killed after its file's row was written but before it sent that
+    file's seconds never sends them: the job bar of a finished job ended at 81% (the Ray test met it when its kill
+    landed late). A `--workers` child killed right there: its file stays done (nothing of it decoded again), the
+    last pass finishes the rest, and the job bar ends at the whole job."""
+    out, trace = tmp_path / "job", tmp_path / "trace.txt"
+    args = [a for a in JOB_ARGS if a != "-q"]  # the bars are tested
+    env = {"PODSCRIBE_CRASH_AFTER": "finished"}
+    code, stdout, stderr = finish(start(out, small_archive, cache_dir, trace, "--workers", "2", args=args, env=env))
+    assert code == 0 and "failed: 0" in stdout, stdout + stderr[-3000:]
+    killed = Path(f"{trace}.killed").read_text()
+    events = [x.split() for x in trace.read_text().splitlines()]
+    assert any(e[0] == "finished" and e[3] == killed for e in events), "the child was not killed after a file"
+    assert not decoded_after_persisted(trace), "the killed child's file was decoded again"
+    assert close(tables(out), small_reference)
+    _one_renderer(out, small_archive, stderr)

@@ -5,6 +5,9 @@ set (only this file reads them):
 ``PODSCRIBE_TRACE=<file>``: one line per event, ``<event> <file_id> <number> <pid>``, appended as it happens (read /
 decoded / persisted / claimed / changed / written; ``checkpoint - <step>`` for a draft's training).
 ``PODSCRIBE_CRASH=<file name>:<piece>``: SIGKILL when that piece starts decoding, as the OOM killer would.
+``PODSCRIBE_CRASH_AFTER=<event>``: SIGKILL right after a worker the run started (a ``--workers`` child, a Ray actor;
+never the process the command ran in) tells ``<event>``: once a run, in the first worker to create
+``<trace>.killed`` (which names its pid).
 
 The object travels with the job's options into every process the run starts (``--workers`` children, the watched
 child, Ray actors and the watched children of those), by pickle: each imports this module as ``traced``
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.facts.events import Events
@@ -26,15 +29,25 @@ from pipeline.facts.events import Events
 class Trace(Events):
     path: str | None = None
     crash: str | None = None
+    crash_after: str | None = None
+    origin_pid: int = field(default_factory=os.getpid)  # the command's own process (pickled into the workers)
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] = os.environ) -> Trace:
-        return cls(env.get("PODSCRIBE_TRACE"), env.get("PODSCRIBE_CRASH"))
+        return cls(env.get("PODSCRIBE_TRACE"), env.get("PODSCRIBE_CRASH"), env.get("PODSCRIBE_CRASH_AFTER"))
 
     def happened(self, event: str, file_id: str, number: int) -> None:
         if self.path:
             with open(self.path, "a") as f:
                 f.write(f"{event} {file_id or '-'} {number} {os.getpid()}\n")
+        if event == self.crash_after and os.getpid() != self.origin_pid and self.path:
+            try:
+                fd = os.open(f"{self.path}.killed", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def decoding(self, path: Path, indexes: list[int]) -> None:
         if self.crash:

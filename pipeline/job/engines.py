@@ -164,7 +164,7 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     except BaseException:
         drawn.close(wait=False)
         raise
-    drawn.close()
+    drawn.close(complete=_all_done(inputs, own, drawn))
     summary = JobSummary.of_launch(options.out_dir, firsts, last)
     summary.wall_s = time.monotonic() - start
     return summary
@@ -176,6 +176,14 @@ def _work_left(inputs: list[str], options: JobOptions) -> bool:
 
     job = JobDir(options.out_dir)
     return not (job.root / "job.json").is_file() or work_left(expand_inputs(inputs), job, options)
+
+
+def _all_done(inputs: list[str], options: JobOptions, drawn: _Drawn) -> bool:
+    """Whether the job dir holds nothing left to decode once every worker has ended (a failed file is dealt with:
+    only ``--retry-failed`` takes it again, and this run did). Read only where bars are drawn."""
+    if drawn.thread is None:
+        return False
+    return not _work_left(inputs, replace(options, restart=False, retry_failed=False))
 
 
 class _Drawn:
@@ -195,10 +203,13 @@ class _Drawn:
             for event in events():
                 self.board.handle(event)
 
-    def close(self, wait: bool = True) -> None:
-        """``wait``: for the last events of workers that have ended (not on a stop or an error)."""
+    def close(self, wait: bool = True, complete: bool = False) -> None:
+        """``wait``: for the last events of workers that have ended (not on a stop or an error). ``complete``: the
+        job dir says nothing of the run is left (``Board.complete``)."""
         if self.thread is not None and wait:
             self.thread.join()
+        if complete:
+            self.board.complete()
         progress.forward(None)
         self.board.close()
 
@@ -361,7 +372,7 @@ def run_ray(
             drawn.close(wait=False)
             raise
         ended.set()
-        drawn.close()
+        drawn.close(complete=not failures and _all_done(inputs, worker_options, drawn))
         for failure in failures:
             log.warning("%s", failure)
         summary = JobSummary.of_launch(out_dir, finished)

@@ -279,6 +279,7 @@ def run_one(ctx: FileContext, summary: JobSummary) -> tuple[dict, list[SegmentRo
     ctx.job.write_file(row, segments, pieces)
     for piece in pieces:
         ctx.events.happened("persisted", ctx.file_id, piece["piece"])
+    ctx.events.happened("finished", ctx.file_id, len(pieces))
     if row["status"] == "done":
         summary.done += 1
         summary.audio_s += row["duration_s"]

@@ -173,6 +173,15 @@ class Board:
         if self.enabled:
             tqdm.write(line, file=self.extra.get("file"))
 
+    def complete(self) -> None:
+        """Every worker has ended and the job dir holds nothing left of the run's plan: the job bar at its total.
+        Events tell a bar what changed, and a worker killed after its file's row was written but before it told
+        the Board (a Ray actor restarted, a `--workers` child whose file the last pass finds done) never sends
+        that file's seconds: its bar would end short of a finished job."""
+        with self.lock:
+            if self.job is not None and not self.closed:
+                self.job.advance((self.job.total or 0.0) - self.job.n)
+
     def close(self) -> None:
         with self.lock:
             self.closed = True
