@@ -210,3 +210,58 @@ def test_assistant_checkpoints_load_decoder_only_or_seq2seq(base_vocabulary, spe
         assert type(draft) is kind
         assisted, results = _tokens(with_assistant(main, draft, name), speech_pieces[:1], **FIRST_PASS)
         assert assisted == alone and results[0].stats.draft_calls > 0
+
+
+def test_audio_left_after_a_seek():
+    """A later pass reads audio, never the window's padding alone: 22.00 s in a 21.65 s piece has nothing left,
+    21.64 s has; without the row's length, transformers' rule (the 3000 frames) is all there is."""
+    from pipeline.decode.generate import audio_left
+
+    piece = [int(21.65 * media.SAMPLE_RATE)]
+    assert not audio_left(2200, 3000, piece, 0) and not audio_left(2165, 3000, piece, 0)
+    assert audio_left(2164, 3000, piece, 0) and audio_left(2200, 3000, None, 0)
+    assert not audio_left(3000, 3000, None, 0) and not audio_left(3000, 3000, [10**7], 0)
+
+
+def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary, speech_pieces, monkeypatch):
+    """Planted first passes through the real generator (a random Whisper's encoder and caches; the loop's tokens
+    planted): a 2.5 s piece whose last timestamps open a segment at 3.00 s takes no pass over padding alone, a 5 s
+    one opening at 1.20 s goes on from there; without the rows' lengths both go on (transformers' short-form rule).
+    The pass it keeps is the same either way, and the rule is the same with a draft (a seq2seq one here)."""
+    from pipeline.decode import generate
+    from pipeline.decode.speculative import Decoded
+    from pipeline.facts.records import DecodeStats
+
+    main = tiny_random_models(base_vocabulary, 5)
+    draft = tiny_random_models(base_vocabulary, 7, d_model=32).main
+    pieces = [speech_pieces[0][: int(2.5 * media.SAMPLE_RATE)], speech_pieces[0][: 5 * media.SAMPLE_RATE]]
+    ts, text = generate.Generator(main).rules.ts_begin, 400
+
+    def planted(_main, prompts, *_args, **_kw) -> Decoded:
+        rows = prompts.shape[0]
+        calls.append(rows)
+        if len(calls) == 1:  # the first pass: a segment to 3.00 / 1.20 s and the next one opened (seek goes there)
+            tokens = [[ts, text, ts + 150, ts + 160], [ts, text, ts + 60, ts + 70]]
+        else:  # a later pass ends on a single timestamp: the row is done
+            tokens = [[ts, text, ts + 10]] * rows
+        return Decoded(tokens, [True] * rows, [DecodeStats() for _ in range(rows)])
+
+    monkeypatch.setattr(generate, "greedy", planted)
+    features = Transcriber(main, DecodeOptions(language="en")).features(pieces)
+    lengths = [len(p) for p in pieces]
+    for models in (main, with_assistant(main, draft, "other")):
+        g = generate.Generator(models)
+        prompts = [g.prompt("en")] * 2
+        calls = []
+        told = g.generate(features, prompts, samples=lengths)
+        assert calls == [2, 1] and [r.stats.passes for r in told] == [1, 2]
+        assert told[0].segments[-1]["end"] == pytest.approx(3.0) and told[1].segments[-1]["start"] == pytest.approx(1.2)
+        calls = []
+        untold = g.generate(features, prompts)
+        assert calls == [2, 2] and [r.stats.passes for r in untold] == [2, 2]
+        assert (
+            untold[0].segments[: len(told[0].segments)] == told[0].segments and untold[1].segments == told[1].segments
+        )
+    calls = []  # the stage tells the generator its pieces' lengths
+    results = Transcriber(main, DecodeOptions(language="en", **FIRST_PASS)).transcribe(pieces)
+    assert calls == [2, 1] and [r.stats.passes for r in results] == [1, 2]

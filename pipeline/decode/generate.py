@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from ..facts.records import DecodeStats
 from ..facts.runtime import return_freed_memory
-from ..facts.whisper import ENCODER_STRIDE, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
+from ..facts.whisper import ENCODER_STRIDE, HOP_SAMPLES, MEL_FRAME_S, SAMPLE_RATE, TIMESTAMP_S
 from ..models.load import Models
 from ..models.processor import LogMel
 from .kv_cache import CrossKV, KVCacheDecoder
@@ -129,6 +129,17 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
     return segments, (seq[begin - 2] - ts_begin) * ENCODER_STRIDE
 
 
+def audio_left(seek_frames: int, frames: int, samples: list[int] | None, row: int) -> bool:
+    """Whether a later pass from ``seek_frames`` has anything to read: the features go on (transformers' rule),
+    and, where the row's audio length is known, some of its samples lie at or after the seek. A piece is shorter
+    than its 30 s window; Whisper's last timestamp can fall past the piece's end (22.00 in a 21.65 s piece), and a
+    pass from there reads padding alone: openai-whisper stops (``seek < content_frames``), transformers'
+    short-form generate decodes it (unseen audio, 2026-12-07: 2 of 8 later passes, one giving a "you")."""
+    if seek_frames >= frames:
+        return False
+    return samples is None or seek_frames * HOP_SAMPLES < samples[row]
+
+
 class Generator:
     def __init__(
         self, models: Models, timestamps: bool = True, use_assistant: bool = True, policy: DraftPolicy | None = None
@@ -178,11 +189,16 @@ class Generator:
         encoded: torch.Tensor | None = None,
         draft_features: torch.Tensor | None = None,
         cross: CrossKV | None = None,
+        samples: list[int] | None = None,
     ) -> list[Generated]:
         """Decode rows of 3000-frame features. ``encoded``: the main encoder's output for them, if at hand;
         ``cross``: the main model's cross-attention keys/values over it. The first pass reads them; a later
         pass writes its own window's into its rows, and they are projected back from ``encoded`` at the end
-        (the caller's scoring reads them): a later pass's keys beside the batch's were the hour's memory peak."""
+        (the caller's scoring reads them): a later pass's keys beside the batch's were the hour's memory peak.
+
+        ``samples``: each row's audio length. A later pass then starts only where audio is left
+        (``audio_left``), as openai-whisper's seek stops at the audio's end; without it every row runs to the
+        3000 frames, as transformers' short-form generate does (a pass over padding alone)."""
         if cross is not None and encoded is None:
             raise ValueError("cross-attention keys/values come with the encoder output they were projected from")
         rows = features.shape[0]
@@ -229,7 +245,7 @@ class Generator:
                 g.pass_lengths.append(sum(len(s["tokens"]) for s in segs))
                 g.stats.add(decoded.stats[j])
                 seek[b] += moved
-                if self.timestamps and moved > 0 and seek[b] < features.shape[-1]:
+                if self.timestamps and moved > 0 and audio_left(seek[b], features.shape[-1], samples, b):
                     still.append(b)
             pending, first = still, False
         if overwritten:

@@ -304,6 +304,7 @@ class Transcriber:
                 encoded[part],
                 None if draft_features is None else draft_features[part],
                 cross.rows(part),
+                [len(a) for a in audio[part]],
             )
         for r, g in zip(results, generated):
             r.stats = replace(g.stats)
