@@ -10,7 +10,11 @@ token for token, segment for segment — whether or not an assistant drafts:
   decodes the window again from there (features shifted and zero-padded, encoder
   rerun). That rule is reproduced here (``split_segments`` is its
   ``_retrieve_segment``), so a piece may take two or more passes;
-- the segment times are ``seek`` (in 10 ms feature frames) plus the timestamp tokens.
+- the segment times are ``seek`` (in 10 ms feature frames) plus the timestamp tokens;
+- one departure, where the caller gives the rows' audio lengths (the stage does): a later pass starts only
+  where audio is left (``audio_left``). transformers' short-form rule runs to the window's 3000 frames, so a
+  last timestamp past the piece's end (22.00 in a 21.65 s piece) made it decode padding alone; openai-whisper
+  stops at the audio's end (decision 0050). Every pass it does run is transformers' to the token.
 
 Assistants: a decoder-only draft (Distil-Whisper's decoder, the int8 self-draft)
 reads the main encoder's output; a seq2seq draft (tiny drafting for large) runs
