@@ -225,8 +225,9 @@ def test_audio_left_after_a_seek():
 
 def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary, speech_pieces, monkeypatch):
     """Planted first passes through the real generator (a random Whisper's encoder and caches; the loop's tokens
-    planted): a 2.5 s piece whose last timestamps open a segment at 3.00 s takes no pass over padding alone, a 5 s
-    one opening at 1.20 s goes on from there; without the rows' lengths both go on (transformers' short-form rule).
+    planted): a 2.5 s piece whose last segment closes at 3.00 s (the next one opened) takes no pass over padding
+    alone, a 5 s one closing at 1.20 s goes on from there; without the rows' lengths both go on (transformers'
+    short-form rule).
     The pass it keeps is the same either way, and the rule is the same with a draft (a seq2seq one here)."""
     from pipeline.decode import generate
     from pipeline.decode.speculative import Decoded

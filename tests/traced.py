@@ -3,7 +3,7 @@
 set (only this file reads them):
 
 ``PODSCRIBE_TRACE=<file>``: one line per event, ``<event> <file_id> <number> <pid>``, appended as it happens (read /
-decoded / persisted / claimed / changed / written; ``checkpoint - <step>`` for a draft's training).
+decoded / persisted / claimed / changed / finished / written; ``checkpoint - <step>`` for a draft's training).
 ``PODSCRIBE_CRASH=<file name>:<piece>``: SIGKILL when that piece starts decoding, as the OOM killer would.
 ``PODSCRIBE_CRASH_AFTER=<event>``: SIGKILL right after a worker the run started (a ``--workers`` child, a Ray actor;
 never the process the command ran in) tells ``<event>``: once a run, in the first worker to create

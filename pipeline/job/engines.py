@@ -179,8 +179,8 @@ def _work_left(inputs: list[str], options: JobOptions) -> bool:
 
 
 def _all_done(inputs: list[str], options: JobOptions, drawn: _Drawn) -> bool:
-    """Whether the job dir holds nothing left to decode once every worker has ended (a failed file is dealt with:
-    only ``--retry-failed`` takes it again, and this run did). Read only where bars are drawn."""
+    """Whether the job dir holds nothing left to decode once every worker has ended. A failed row counts as dealt
+    with (under ``--retry-failed`` this run's workers took it again already). Read only where bars are drawn."""
     if drawn.thread is None:
         return False
     return not _work_left(inputs, replace(options, restart=False, retry_failed=False))
