@@ -214,12 +214,15 @@ def test_assistant_checkpoints_load_decoder_only_or_seq2seq(base_vocabulary, spe
 
 def test_audio_left_after_a_seek():
     """A later pass reads audio, never the window's padding alone: 22.00 s in a 21.65 s piece has nothing left,
-    21.64 s has; without the row's length, transformers' rule (the 3000 frames) is all there is."""
+    21.64 s has, counted in whole mel frames as openai-whisper does; without the row's length, transformers' rule
+    (the 3000 frames) is all there is."""
     from pipeline.decode.generate import audio_left
 
     piece = [int(21.65 * media.SAMPLE_RATE)]
     assert not audio_left(2200, 3000, piece, 0) and not audio_left(2165, 3000, piece, 0)
     assert audio_left(2164, 3000, piece, 0) and audio_left(2200, 3000, None, 0)
+    ragged = [piece[0] + 80]  # half a mel frame more: openai-whisper's content_frames (n // 160) is still 2165
+    assert not audio_left(2165, 3000, ragged, 0) and audio_left(2164, 3000, ragged, 0)
     assert not audio_left(3000, 3000, None, 0) and not audio_left(3000, 3000, [10**7], 0)
 
 

@@ -85,10 +85,10 @@ def test_a_board_told_the_job_is_complete_ends_at_its_total_and_never_goes_past_
     board.handle(("job_advance", 1, 26.0))  # the killed worker's 11 s never came
     board.handle(("job", 2, 21.0))  # its restart planned what was left
     board.handle(("job_advance", 2, 21.0))
-    assert board.job.n == 47.0
+    assert board.job.n == 47.0 and board.short()
     board.complete()
     board.complete()
-    assert board.job.n == board.job.total == 58.0
+    assert board.job.n == board.job.total == 58.0 and not board.short()
     board.close()
     board.complete()  # after close: nothing drawn under the run's last words
     assert board.job.n == 58.0

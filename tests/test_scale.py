@@ -359,7 +359,9 @@ def test_a_worker_killed_between_finishing_a_file_and_telling_it_leaves_the_job_
     env = {"PODSCRIBE_CRASH_AFTER": "finished"}
     code, stdout, stderr = finish(start(out, small_archive, cache_dir, trace, "--workers", "2", args=args, env=env))
     assert code == 0 and "failed: 0" in stdout, stdout + stderr[-3000:]
-    killed = Path(f"{trace}.killed").read_text()
+    marker = Path(f"{trace}.killed")
+    assert marker.exists(), "the child finished no file (the parent took all three): nothing was tested"
+    killed = marker.read_text()
     events = [x.split() for x in trace.read_text().splitlines()]
     assert any(e[0] == "finished" and e[3] == killed for e in events), "the child was not killed after a file"
     assert not decoded_after_persisted(trace), "the killed child's file was decoded again"

@@ -5,9 +5,9 @@ set (only this file reads them):
 ``PODSCRIBE_TRACE=<file>``: one line per event, ``<event> <file_id> <number> <pid>``, appended as it happens (read /
 decoded / persisted / claimed / changed / finished / written; ``checkpoint - <step>`` for a draft's training).
 ``PODSCRIBE_CRASH=<file name>:<piece>``: SIGKILL when that piece starts decoding, as the OOM killer would.
-``PODSCRIBE_CRASH_AFTER=<event>``: SIGKILL right after a worker the run started (a ``--workers`` child, a Ray actor;
-never the process the command ran in) tells ``<event>``: once a run, in the first worker to create
-``<trace>.killed`` (which names its pid).
+``PODSCRIBE_CRASH_AFTER=<event>``: with ``PODSCRIBE_TRACE``, SIGKILL right after a process the run started (a
+``--workers`` child, a Ray actor, a watched child; never the process the command ran in) tells ``<event>``: once a
+run, in the first such process to create ``<trace>.killed`` (which names its pid).
 
 The object travels with the job's options into every process the run starts (``--workers`` children, the watched
 child, Ray actors and the watched children of those), by pickle: each imports this module as ``traced``

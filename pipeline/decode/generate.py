@@ -14,7 +14,8 @@ token for token, segment for segment — whether or not an assistant drafts:
 - one departure, where the caller gives the rows' audio lengths (the stage does): a later pass starts only
   where audio is left (``audio_left``). transformers' short-form rule runs to the window's 3000 frames, so a
   last timestamp past the piece's end (22.00 in a 21.65 s piece) made it decode padding alone; openai-whisper
-  stops at the audio's end (decision 0050). Every pass it does run is transformers' to the token.
+  stops at the audio's end (decision 0050). Every pass it does run is transformers' to the token. (Second
+  chances still run transformers' own generate, whose passes keep its rule.)
 
 Assistants: a decoder-only draft (Distil-Whisper's decoder, the int8 self-draft)
 reads the main encoder's output; a seq2seq draft (tiny drafting for large) runs
@@ -135,13 +136,13 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
 
 def audio_left(seek_frames: int, frames: int, samples: list[int] | None, row: int) -> bool:
     """Whether a later pass from ``seek_frames`` has anything to read: the features go on (transformers' rule),
-    and, where the row's audio length is known, some of its samples lie at or after the seek. A piece is shorter
-    than its 30 s window; Whisper's last timestamp can fall past the piece's end (22.00 in a 21.65 s piece), and a
-    pass from there reads padding alone: openai-whisper stops (``seek < content_frames``), transformers'
-    short-form generate decodes it (unseen audio, 2026-12-07: 2 of 8 later passes, one giving a "you")."""
+    and, where the row's audio length is known, the seek is inside its whole mel frames (openai-whisper's
+    ``seek < content_frames``, ``n_samples // 160``). A piece is shorter than its 30 s window; Whisper's last
+    timestamp can fall past the piece's end (22.00 in a 21.65 s piece), and a pass from there reads padding alone,
+    which transformers' short-form generate decodes (unseen audio, 2026-12-07: 6 of 46 later passes, each a "you")."""
     if seek_frames >= frames:
         return False
-    return samples is None or seek_frames * HOP_SAMPLES < samples[row]
+    return samples is None or seek_frames < samples[row] // HOP_SAMPLES
 
 
 class Generator:

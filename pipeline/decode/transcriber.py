@@ -281,6 +281,7 @@ class Transcriber:
         """Token ids, segment dicts and pass lengths per row, from podscribe's own loop (speculative when chosen)."""
         prompts = [self.prompt(lang) for lang in languages]
         draft_features = self.speculative.draft_features(audio) if self.speculative is not None else None
+        samples = [len(a) for a in audio]
         if self.choice is None:
             self.choice = auto.calibrate(
                 self.plain,
@@ -292,6 +293,7 @@ class Transcriber:
                 self.models.assistant_name,
                 draft_features,
                 cross=cross,
+                samples=samples,
             )
         generator = self.speculative if self.choice.speculative else self.plain
         size = self.choice.batch_size
@@ -304,7 +306,7 @@ class Transcriber:
                 encoded[part],
                 None if draft_features is None else draft_features[part],
                 cross.rows(part),
-                [len(a) for a in audio[part]],
+                samples[part],
             )
         for r, g in zip(results, generated):
             r.stats = replace(g.stats)

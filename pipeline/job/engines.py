@@ -164,7 +164,7 @@ def run_processes(inputs: list[str], options: JobOptions, n: int, stop: threadin
     except BaseException:
         drawn.close(wait=False)
         raise
-    drawn.close(complete=_all_done(inputs, own, drawn))
+    drawn.close(complete=_all_done(inputs, own))
     summary = JobSummary.of_launch(options.out_dir, firsts, last)
     summary.wall_s = time.monotonic() - start
     return summary
@@ -178,12 +178,20 @@ def _work_left(inputs: list[str], options: JobOptions) -> bool:
     return not (job.root / "job.json").is_file() or work_left(expand_inputs(inputs), job, options)
 
 
-def _all_done(inputs: list[str], options: JobOptions, drawn: _Drawn) -> bool:
-    """Whether the job dir holds nothing left to decode once every worker has ended. A failed row counts as dealt
-    with (under ``--retry-failed`` this run's workers took it again already). Read only where bars are drawn."""
-    if drawn.thread is None:
-        return False
-    return not _work_left(inputs, replace(options, restart=False, retry_failed=False))
+def _all_done(inputs: list[str], options: JobOptions) -> Callable[[], bool]:
+    """The question ``_Drawn.close`` asks once every worker has ended, only where the job bar ended short (the plan
+    may hash inputs whose stat changed, e.g. on another node's mount): whether the job dir holds nothing left. A
+    failed row counts as dealt with (under ``--retry-failed`` this run's workers took it again already). A question
+    for the bars only: whatever goes wrong reading the job dir, the answer is no, never the run's failure."""
+
+    def ask() -> bool:
+        try:
+            return not _work_left(inputs, replace(options, restart=False, retry_failed=False))
+        except Exception as exc:  # the bars' question, never the run's failure
+            log.debug("job bar not completed: %s", exc)
+            return False
+
+    return ask
 
 
 class _Drawn:
@@ -203,13 +211,14 @@ class _Drawn:
             for event in events():
                 self.board.handle(event)
 
-    def close(self, wait: bool = True, complete: bool = False) -> None:
-        """``wait``: for the last events of workers that have ended (not on a stop or an error). ``complete``: the
-        job dir says nothing of the run is left (``Board.complete``)."""
+    def close(self, wait: bool = True, complete: Callable[[], bool] | None = None) -> None:
+        """``wait``: for the last events of workers that have ended (not on a stop or an error). ``complete``: asked,
+        once their last events are drawn, only where the job bar is short of its total: whether the job dir says
+        nothing of the run is left (``Board.complete``)."""
         if self.thread is not None and wait:
             self.thread.join()
-        if complete:
-            self.board.complete()
+            if complete is not None and self.board.short() and complete():
+                self.board.complete()
         progress.forward(None)
         self.board.close()
 
@@ -372,7 +381,7 @@ def run_ray(
             drawn.close(wait=False)
             raise
         ended.set()
-        drawn.close(complete=not failures and _all_done(inputs, worker_options, drawn))
+        drawn.close(complete=None if failures else _all_done(inputs, worker_options))
         for failure in failures:
             log.warning("%s", failure)
         summary = JobSummary.of_launch(out_dir, finished)

@@ -173,6 +173,11 @@ class Board:
         if self.enabled:
             tqdm.write(line, file=self.extra.get("file"))
 
+    def short(self) -> bool:
+        """Whether the job bar is drawn and short of its total (by more than the rounding of its sums)."""
+        with self.lock:
+            return self.job is not None and not self.closed and self.job.n < (self.job.total or 0.0) - 1e-6
+
     def complete(self) -> None:
         """Every worker has ended and the job dir holds nothing left of the run's plan: the job bar at its total.
         Events tell a bar what changed, and a worker killed after its file's row was written but before it told
