@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from contextlib import nullcontext
 
 import numpy as np
 import pyarrow.dataset as ds
@@ -22,7 +21,7 @@ import torch
 from helpers import computed_once, int8_copy, tiny_random_models, with_assistant, write_wav
 from pipeline.audio import media
 from pipeline.cli.status import job_status
-from pipeline.decode import DecodeOptions, Transcriber
+from pipeline.decode import DecodeOptions, Transcriber, recover, second_chances
 from pipeline.decode import hf_generate as transformers_generate
 from pipeline.decode.generate import encode
 from pipeline.job.config import JobOptions
@@ -169,54 +168,60 @@ def test_second_chances_give_the_same_tokens_with_and_without_an_assistant(
             assert not options.word_timestamps or all(g.words for g in p.segments)
 
 
-# The beam tests' search length: enough steps that the beams are reordered many times (the fallback's own runs to
-# recover.MAX_NEW_TOKENS on this piece, four times as long and no different per step).
-SEARCH_STEPS = 56
+def _transformers_attempt(model, features, encoded, beams: int, temperature: float, most: int):
+    """One fallback attempt by transformers' own generate, seeded as the ladder seeds it: (token ids, segment
+    spans, whether a pass ran to ``most`` tokens without end-of-text)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(recover.SEED)
+        ((ids, segments, _),) = transformers_generate.hf_generate(
+            model, features, ["en"], True, None, encoded, num_beams=beams, temperature=temperature, max_new_tokens=most
+        )
+    eot = model.generation_config.eos_token_id
+    rows = {id(g["result"]): g["result"] for g in segments}
+    rows = [r.get("sequences") if isinstance(r, dict) else r for r in rows.values()]
+    return ids, [(float(g["start"]), float(g["end"])) for g in segments], any(int(r[-1]) != eot for r in rows)
 
 
-def test_the_beams_of_a_piece_share_one_copy_of_its_cross_attention_cache(tiny_en_models, noisy_loop, monkeypatch):
-    """The fallback's beam search (one piece, 5 beams) projects and keeps one row of cross-attention keys and
-    values for all its beams — transformers' own does it per beam and copies them all at every step — and gives
-    transformers' own tokens: in int8, where a row's projection is the same bits at any height by construction,
-    and in float32."""
-    samples = noisy_loop[0]  # 28 s of speech under noise: the piece the fallback of tiny.en runs on
-    stored: list[int] = []  # rows of cross-attention keys held, per decoder call
-    projected: list[int] = []  # rows of encoder states projected to cross-attention keys
-
-    def rows_stored(module, args, kwargs, output):
-        keys = kwargs.get("cache", kwargs.get("past_key_values")).cross_attention_cache.layers[0].keys
-        stored.append(keys.untyped_storage().nbytes() // (keys[0].numel() * keys.element_size()))
-
-    for models in (tiny_en_models, int8_copy(tiny_en_models)):
-        model = models.transformers_main()  # the model transformers' beam search runs
+@pytest.mark.identity
+def test_the_ladders_beams_and_seeded_samples_are_transformers_tokens_from_one_copy_of_the_keys(
+    tiny_en_models, noisy_loop, quiet_caller
+):
+    """Every rung of the fallback (5 beams, then seeded samples at each temperature), run by podscribe's loop
+    (``search.py``), gives transformers' own generate's tokens, segments and ending: in float32 on the quiet
+    caller (56 tokens a pass: beams that end), in int8 on the looping piece (224: beams reordered at every step
+    that run on, samples over two passes). The beams read one row of cross-attention keys (transformers' held one
+    per beam)."""
+    endings = set()
+    for models, samples, most in (
+        (tiny_en_models, quiet_caller[0], 56),
+        (int8_copy(tiny_en_models), noisy_loop[0], recover.MAX_NEW_TOKENS),
+    ):
+        t = Transcriber(models, DecodeOptions(language="en"), use_assistant=False)
         with torch.inference_mode():
-            features = Transcriber(models).features([samples])
-            encoded = encode(model, features)
-        handles = [
-            model.get_decoder().register_forward_hook(rows_stored, with_kwargs=True),
-            model.get_decoder()
-            .layers[0]
-            .encoder_attn.k_proj.register_forward_hook(lambda module, args, output: projected.append(args[0].shape[0])),
-        ]
-        try:
-            runs = {}
-            for name in ("shared", "transformers'"):
-                stored.clear(), projected.clear()
-                (runs[name],) = transformers_generate.hf_generate(
-                    model, features, ["en"], True, None, encoded, num_beams=5, max_new_tokens=SEARCH_STEPS
-                )
-                runs[name + " rows"] = set(stored), projected[:]
-                monkeypatch.setattr(transformers_generate, "beams_share_one_source", lambda model: nullcontext())
-            monkeypatch.undo()
-        finally:
-            for handle in handles:
-                handle.remove()
-        assert runs["shared rows"][0] == {1} and runs["transformers' rows"][0] == {5}  # held
-        assert set(runs["shared rows"][1]) == {1} and set(runs["transformers' rows"][1]) == {5}  # projected
-        assert len(runs["shared"][0]) > 50  # a search of many steps, each reordering the beams
-        assert runs["shared"][0] == runs["transformers'"][0], models.runtime.describe()
-        spans = {k: [(float(g["start"]), float(g["end"])) for g in runs[k][1]] for k in ("shared", "transformers'")}
-        assert spans["shared"] == spans["transformers'"]
+            features = t.features([samples])
+            encoded = encode(models.main, features)
+        held = []
+        real_reorder = t.plain.main.reorder
+
+        def reorder(parents, real_reorder=real_reorder, decoder=t.plain.main, held=held):
+            held.append((decoder.self_k[0].shape[0], decoder.cross_k[0].shape[0]))
+            real_reorder(parents)
+
+        t.plain.main.reorder = reorder
+        for label, beams, temperature in recover.fallbacks(5):
+            ids, spans, ran_on = _transformers_attempt(
+                models.transformers_main(), features, encoded, beams, temperature, most
+            )
+            ours = second_chances.again(t, features, encoded, "en", beams, temperature, most)
+            where = f"{models.runtime.describe()}, {label}"
+            assert ours.tokens == ids, where
+            assert [(g["start"], g["end"]) for g in ours.segments] == spans, where
+            assert ours.ran_on == ran_on, where
+            endings.add((beams > 1, ran_on))
+        assert len(held) > 50 and set(held) == {(5, 1)}  # five beams' own caches, one row of the piece's keys
+    assert {(True, True), (True, False), (False, False)} <= endings, (
+        endings
+    )  # beams that ran on and ended, samples ended
 
 
 def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, noisy_loop, tmp_path, monkeypatch):
@@ -252,27 +257,27 @@ def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, 
 def test_a_short_pieces_attempts_stop_at_their_length_and_one_that_never_ended_is_not_kept(
     base_vocabulary, monkeypatch
 ):
-    """A random Whisper (real mechanics, transformers' own generate) on 2 s of noise fails Whisper's checks and
-    walks the whole ladder; every attempt is given ``recover.rung_tokens(2.0)`` tokens, not openai-whisper's 224,
-    and runs on to them. An attempt that never ended is a loop whatever its numbers: the beam's higher
-    log-probability and low compression ratio would otherwise have replaced the greedy text."""
-    from pipeline.decode import hf_generate as hf
-    from pipeline.decode import recover
+    """A random Whisper (real mechanics) on 2 s of noise fails Whisper's checks and walks the whole ladder; every
+    attempt is given ``recover.rung_tokens(2.0)`` tokens, not openai-whisper's 224, and runs on to them. An attempt
+    that never ended is a loop whatever its numbers: the beam's higher log-probability and low compression ratio
+    would otherwise have replaced the greedy text."""
+    from pipeline.decode.generate import Generator
 
     models = tiny_random_models(base_vocabulary, 7)  # a seed whose beam scores above its greedy text
     samples = (np.random.default_rng(0).standard_normal(2 * SR) * 0.1).astype(np.float32)
     asked, judged = [], []
-    real_generate, real_better = hf.hf_generate, recover.better
+    real_generate, real_better = Generator.generate, recover.better
 
-    def generate(*args):
-        asked.append(args[-1])  # max_new_tokens, the last positional argument
-        return real_generate(*args)
+    def generate(self, *args, **kwargs):
+        if kwargs.get("search") is not None or kwargs.get("max_new_tokens") is not None:  # an attempt
+            asked.append(kwargs["max_new_tokens"])
+        return real_generate(self, *args, **kwargs)
 
     def better(first, second, *thresholds):
         judged.append((first, second, real_better(first, second, *thresholds)))
         return judged[-1][-1]
 
-    monkeypatch.setattr(hf, "hf_generate", generate)
+    monkeypatch.setattr(Generator, "generate", generate)
     monkeypatch.setattr(recover, "better", better)
     options = DecodeOptions(language="en", coverage=False, vad=False)
     (r,) = Transcriber(models, options).transcribe([samples])
@@ -286,3 +291,31 @@ def test_a_short_pieces_attempts_stop_at_their_length_and_one_that_never_ended_i
         for first, second, _ in judged
     )
     assert [d.reason.split("; ")[-1] for d in r.redecodes] == [f"{label}: not better" for label, _, _ in rungs]
+
+
+def test_a_job_whose_piece_walks_the_ladder_never_imports_transformers(noisy_loop, cache_dir, tmp_path):
+    """In a real process (`python -X importtime`, which lists every module imported): the looping piece fails
+    Whisper's checks and is decoded again, beams and seeded samples, and no module of transformers is imported
+    (its import was ~2.3 s of the first second chance in every process, its generate ~3x podscribe's loop a step)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    wav = write_wav(tmp_path / "loop.wav", noisy_loop[0])
+    env = {"PODSCRIBE_CACHE": str(cache_dir), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "podscribe", "transcribe", str(wav), "--out", str(tmp_path / "j")]
+        + ["--model", "tiny.en", "--compute-type", "float32", "--language", "en", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    (piece,) = ds.dataset(tmp_path / "j" / "pieces").to_table().to_pylist()
+    assert any(d["reason"].startswith("fallback: compression ratio") for d in piece["redecodes"])  # the ladder ran
+    imported = set(re.findall(r"^import time:.*\|\s*([\w.]+)$", run.stderr, re.M))
+    assert {"pipeline.decode.search", "torch"} <= imported  # the log is complete
+    assert not {m for m in imported if m.split(".")[0] == "transformers"}

@@ -10,8 +10,8 @@
 - ``forced.py``: the teacher-forced pass (scoring, word timings, language detection read Whisper through it);
 - ``timing.py``: word timings (alignment-head cross-attention + DTW, Whisper's method);
 - ``recover.py``: second chances' pure decisions (which stretches, which candidate);
-- ``hf_generate.py``: transformers' own generate: the fallback's beam search and seeded sampling run through
-  it, and the tests and benchmarks compare podscribe's loop with it;
+- ``search.py``: the second chances' beam search and seeded sampling, in podscribe's loop;
+- ``hf_generate.py``: transformers' own generate, the reference the tests and benchmarks compare the loop with;
 - ``auto.py``: ``--assistant auto``, a calibration that picks the fastest identical mode;
 - ``options.py``: ``DecodeOptions`` (light: importing it loads no torch).
 

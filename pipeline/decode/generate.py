@@ -29,6 +29,7 @@ start of transcript of every pass, as transformers puts ``prompt_ids`` there
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +43,10 @@ from ..models.load import Models
 from ..models.processor import LogMel
 from .kv_cache import CrossKV, KVCacheDecoder
 from .rules import WhisperRules
-from .speculative import DraftPolicy, greedy
+from .speculative import Decoded, DraftPolicy, greedy
+
+# A second chance's search over one row loaded into the decoder: (decoder, prompt [1, P], rules, max length) -> tokens
+Search = Callable[[KVCacheDecoder, torch.Tensor, WhisperRules, int], Decoded]
 
 
 @dataclass
@@ -51,7 +55,7 @@ class Generated:
     segments: list[dict]  # {"start", "end" (s, piece-relative), "tokens" (list)}
     stats: DecodeStats = field(default_factory=DecodeStats)
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
-    ran_on: bool = False  # a pass used all its tokens without end-of-text (told by the fallback's attempts)
+    ran_on: bool = False  # a pass used all its tokens without end-of-text (what a fallback attempt is judged by)
 
 
 def log_mel(extractor, audio: list[np.ndarray], device, dtype) -> torch.Tensor:
@@ -195,6 +199,8 @@ class Generator:
         draft_features: torch.Tensor | None = None,
         cross: CrossKV | None = None,
         samples: list[int] | None = None,
+        search: Search | None = None,
+        max_new_tokens: int | None = None,
     ) -> list[Generated]:
         """Decode rows of 3000-frame features. ``encoded``: the main encoder's output for them, if at hand;
         ``cross``: the main model's cross-attention keys/values over it. The first pass reads them; a later
@@ -203,9 +209,15 @@ class Generator:
 
         ``samples``: each row's audio length. A later pass then starts only where audio is left
         (``audio_left``), as openai-whisper's seek stops at the audio's end; without it every row runs to the
-        3000 frames, as transformers' short-form generate does (a pass over padding alone)."""
+        3000 frames, as transformers' short-form generate does (a pass over padding alone).
+
+        ``search``: a second chance's search (``search.Beams``, ``search.Sampling``; one row, the main model
+        alone) instead of greedy decoding; ``max_new_tokens``: at most that many tokens a pass after the prompt
+        (transformers' ``max_new_tokens``) instead of Whisper's 448 positions."""
         if cross is not None and encoded is None:
             raise ValueError("cross-attention keys/values come with the encoder output they were projected from")
+        if search is not None and (self.draft is not None or features.shape[0] != 1):
+            raise ValueError("a second chance's search decodes one piece with the main model alone")
         rows = features.shape[0]
         out = [Generated([], []) for _ in range(rows)]
         seek = [0] * rows
@@ -219,6 +231,8 @@ class Generator:
             # Whisper's defaults. A previous-text context counts as prompt (it takes room from the text).
             grow = min(len(prompts[0]), self.max_positions // 2 - 1)
             limit = min(self.max_length + npass * grow, self.max_positions)
+            if max_new_tokens is not None:
+                limit = min(len(prompts[0]) + max_new_tokens, self.max_positions)
             feats = self._window(features, pending, seek)
             capacity = limit + self.policy.max_draft + 2
             if first and encoded is not None:
@@ -234,7 +248,10 @@ class Generator:
             if self.draft is not None:
                 self.draft.start(self._draft_encoded(feats, draft_features, pending, seek, enc), capacity)
             ids = torch.tensor([prompts[b] for b in pending], device=features.device)
-            decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy)
+            if search is None:
+                decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy)
+            else:
+                decoded = search(self.main, ids, self.rules, limit)
             self.main.release()
             if self.draft is not None:
                 self.draft.release()
@@ -249,6 +266,7 @@ class Generator:
                 g.stats.passes += 1
                 g.pass_lengths.append(sum(len(s["tokens"]) for s in segs))
                 g.stats.add(decoded.stats[j])
+                g.ran_on = g.ran_on or not decoded.finished[j]
                 seek[b] += moved
                 if self.timestamps and moved > 0 and audio_left(seek[b], features.shape[-1], samples, b):
                     still.append(b)

@@ -1,9 +1,7 @@
-"""transformers' own Whisper ``generate``, in two roles.
+"""transformers' own Whisper ``generate``: the reference podscribe's loop must equal token for token.
 
-In the pipeline it runs the fallback of pieces that fail Whisper's checks (``recover.py``: beam search,
-then seeded sampling), main model alone, a piece at a time; there its beams share the piece's
-cross-attention cache (``beams_share_one_source``). For the tests and ``bench/`` it is the reference
-podscribe's own loop must equal token for token.
+The tests and ``bench/`` compare with it: greedy with and without an assistant (``speculative.py``), and the
+second chances' beam search and seeded sampling (``search.py``). No job runs it (decision 0051).
 Greedy (``num_beams=1`` set explicitly: the ASR pipeline would otherwise default to
 beam search, which silently disables an assistant), ``return_segments=True``.
 transformers' assisted generation is batch-size 1, so with an assistant rows go one by one.
@@ -13,11 +11,10 @@ every row; the returned tokens and segments exclude them, as podscribe's do.
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 import torch
 
-from ..backend.hf_internals.cache import beams_share_one_source
 from ..backend.hf_internals.encoder import reuse_encoder
 from ..backend.hf_internals.twin import as_transformers
 from ..facts.whisper import Tokens
@@ -98,8 +95,7 @@ def hf_generate(
         extra = {"assistant_model": assistant} if assistant is not None else {}
         if prompt_ids:
             extra["prompt_ids"] = torch.tensor(prompt_ids, dtype=torch.long, device=features.device)
-        one_source = beams_share_one_source(model) if num_beams > 1 and len(rows) == 1 else nullcontext()
-        with main_counter.active(), draft_counter.active(), reuse_encoder(model, feats, encoded[rows]), one_source:
+        with main_counter.active(), draft_counter.active(), reuse_encoder(model, feats, encoded[rows]):
             res = model.generate(
                 input_features=feats,
                 return_segments=True,

@@ -27,6 +27,7 @@ logits against transformers' own forward. The modules' layout it reads is checke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -126,6 +127,7 @@ class KVCacheDecoder:
         self.vocab_size = model.config.vocab_size
         self.cross_dtype = self.dtype
         self.exact = exact
+        self.on_forward: Callable[[], None] | None = None  # asked before every call (a second chance's stop)
         if not exact and self.dtype == torch.float32 and cpu_has_bf16_units():
             self.cross_dtype = torch.bfloat16
 
@@ -151,7 +153,7 @@ class KVCacheDecoder:
             raise ValueError("cross-attention keys/values of other rows or another dtype")
         self.cross_k, self.cross_v = list(cross.keys), list(cross.values)
         self.cross_rows = cross_rows
-        self.cross_runs: list[tuple[int, int, int]] | None = _runs(cross_rows)  # (row, cross row, count); None: all
+        self.cross_runs: list[tuple[int, int, int]] | int | None = _runs(cross_rows)  # see _runs
         shape = (rows, self.heads, capacity, self.head_dim)
         self.self_k = [torch.zeros(shape, dtype=self.dtype, device=encoded.device) for _ in self.layers]
         self.self_v = [torch.zeros(shape, dtype=self.dtype, device=encoded.device) for _ in self.layers]
@@ -173,6 +175,26 @@ class KVCacheDecoder:
         self.cross_rows = [self.cross_rows[b] for b in kept]
         self.cross_runs = _runs(self.cross_rows)
 
+    @torch.inference_mode()
+    def beams(self, n: int) -> None:
+        """Right after ``start`` of one row, before any token: ``n`` rows (a beam search's beams) that all read that
+        row's cross-attention keys and values, one copy for all (``_shared_cross_attend``)."""
+        if len(self.cross_rows) != 1:
+            raise ValueError("beams are made from one row")
+        shape = (n, *self.self_k[0].shape[1:])
+        like = self.self_k[0]
+        self.self_k = [torch.zeros(shape, dtype=like.dtype, device=like.device) for _ in self.layers]
+        self.self_v = [torch.zeros(shape, dtype=like.dtype, device=like.device) for _ in self.layers]
+        self.cross_rows = self.cross_rows * n
+        self.cross_runs = _runs(self.cross_rows)
+
+    @torch.inference_mode()
+    def reorder(self, parents: torch.Tensor) -> None:
+        """Each row's self-attention cache becomes its parent's (``parents[b]``, rows of the current batch, repeats
+        allowed): a beam search's step. The cross-attention rows stay (the beams share one)."""
+        for cache in (self.self_k, self.self_v):
+            cache[:] = [t.index_select(0, parents) for t in cache]
+
     def release(self) -> None:
         self.self_k, self.self_v, self.cross_k, self.cross_v = [], [], [], []
         self.cross_runs, self.cross_rows = None, []
@@ -190,6 +212,8 @@ class KVCacheDecoder:
         exactly its own keys (``_attend``): rows at one position share a call, and a row's result never depends
         on how far the rows beside it are. Not on CUDA: half precision is not exact across shapes anyway (its
         matrix products are not), and there each call is a kernel launch."""
+        if self.on_forward is not None:
+            self.on_forward()
         rows, q = ids.shape
         offsets = torch.arange(q, device=ids.device)
         pos = start[:, None] + offsets  # [B, Q]
@@ -298,11 +322,14 @@ def _projections(model: torch.nn.Module, encoded: torch.Tensor):
         yield attn.k_proj(encoded).view(shape).transpose(1, 2), attn.v_proj(encoded).view(shape).transpose(1, 2)
 
 
-def _runs(rows: list[int]) -> list[tuple[int, int, int]] | None:
+def _runs(rows: list[int]) -> list[tuple[int, int, int]] | int | None:
     """``rows`` (ascending indices into the cross-attention rows) as runs of neighbours: (first row, first cross
-    row, count); None when they are all the cross rows' first ones in order (one call, no slicing)."""
+    row, count); None when they are all the cross rows' first ones in order (one call, no slicing); the cross row
+    itself (an int) when several rows all read one (a beam search's beams)."""
     if rows == list(range(len(rows))):
         return None
+    if len(set(rows)) == 1:
+        return rows[0]
     runs: list[list[int]] = []
     for at, src in enumerate(rows):
         if runs and runs[-1][1] + runs[-1][2] == src:
@@ -317,11 +344,23 @@ def _cross_attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     run of neighbouring rows (views: a row's result is the same alone or beside others, as in ``_attend``)."""
     if runs is None:
         return F.scaled_dot_product_attention(query, keys[: query.shape[0]], values[: query.shape[0]], scale=1.0)
+    if isinstance(runs, int):
+        return _shared_cross_attend(query, keys[runs : runs + 1], values[runs : runs + 1])
     return torch.cat(
         [
             F.scaled_dot_product_attention(query[at : at + n], keys[src : src + n], values[src : src + n], scale=1.0)
             for at, src, n in runs
         ]
+    )
+
+
+def _shared_cross_attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Rows [B, H, Q, hd] that all read one row of keys and values [1, H, F, hd] (beams): the one copy viewed
+    once per row (no copy held), each row computed as it would be alone (its queries as one row's: as one
+    call of B x Q queries they may differ in the last bit, which int8's next product can make a whole step)."""
+    rows = query.shape[0]
+    return F.scaled_dot_product_attention(
+        query, keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1), scale=1.0
     )
 
 

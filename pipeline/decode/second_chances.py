@@ -3,8 +3,8 @@
 ``recover.py`` holds the pure decisions (which stretches, which candidate, in which order); this module runs
 them with the stage's models, through the steps of the stage it is given (``Stage``: the ``Transcriber``'s public
 steps, nothing private) and one record of the batch at hand (``Batch``): a failing piece is decoded again by
-transformers' generate with the main model alone (beam search, then seeded sampling), one piece at a time, so
-the result depends neither on the batch nor on an assistant; uncovered voice goes back through the stage
+the main model alone in podscribe's loop (``search.py``: beam search, then seeded sampling, transformers' tokens),
+one piece at a time, so the result depends neither on the batch nor on an assistant; uncovered voice goes back through the stage
 itself (``t.decode``) as short clips. Both can take minutes: a stop asked for meanwhile abandons the batch
 (``Abandoned``), which is decoded again on resume with the same seeded result.
 """
@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from ..audio.media import SAMPLE_RATE
-from ..facts.records import DecodeStats, PieceResult, Redecode
-from . import recover, score
+from ..facts.records import PieceResult, Redecode
+from . import recover, score, search
 from . import segments as cleanup
 from .generate import Generated
 
@@ -110,17 +110,16 @@ def abandon_on_stop(t: Stage):
     """While a second chance runs, every main-model forward pass first checks for a stop."""
     stop = t.stop
 
-    def check(_module, _args):
+    def check(_module=None, _args=None):
         if stop is not None and stop.is_set():
             raise Abandoned()
 
-    handle = t.models.transformers_main().register_forward_pre_hook(check)  # the model generate runs
+    t.plain.main.on_forward = check  # the decoder the attempts run on
     try:
-        if stop is not None and stop.is_set():
-            raise Abandoned()
+        check(None, None)
         yield
     finally:
-        handle.remove()
+        t.plain.main.on_forward = None
 
 
 def _ladder(t: Stage, batch: Batch, attempt: Attempt) -> None:
@@ -163,46 +162,21 @@ def fallback_tokens(t: Stage, language: str | None, duration_s: float) -> int:
 def again(
     t: Stage, features, encoded, language: str | None, beams: int, temperature: float, max_new_tokens: int
 ) -> Generated:
-    """One piece decoded by transformers' generate (main model; beam search or seeded sampling; at most
-    ``max_new_tokens`` a pass), as podscribe's loop returns it."""
-    from .hf_generate import hf_generate
-
+    """One piece decoded again by the main model alone in podscribe's loop (``search.py``: beam search, or seeded
+    sampling; transformers' tokens), at most ``max_new_tokens`` a pass."""
     cuda = [features.device.index or 0] if features.device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):  # seeded here, the caller's random state untouched
         torch.manual_seed(recover.SEED)
-        ((_, segments, (calls, _)),) = hf_generate(
-            t.models.transformers_main(),
+        (retry,) = t.plain.generate(
             features,
-            [language],
-            True,
-            None,
+            [t.prompt(language)],
             encoded,
-            t.options.task,
-            t.context or None,
-            beams,
-            temperature,
-            max_new_tokens,
+            search=search.for_rung(t.plain.gen, beams, temperature),
+            max_new_tokens=max_new_tokens,
         )
-    segs = [
-        {"start": float(seg["start"]), "end": float(seg["end"]), "tokens": [int(tok) for tok in seg["tokens"]]}
-        for seg in segments or []
-    ]
-    ids = [tok for seg in segs for tok in seg["tokens"]]
-    # each pass's row (prompt, new tokens, end-of-text: the beams' trimmed to their length) is its segments'
-    # "result"; one that does not end in end-of-text stopped at max_new_tokens (the segments keep only what ends
-    # in a timestamp: their tokens are not a count to go by)
-    passes = {id(seg["result"]): _row(seg["result"]) for seg in segments or []}
-    ran_on = any(int(row[-1]) != t.tokens.eot for row in passes.values())
-    return Generated(ids, segs, DecodeStats(main_calls=calls, passes=1), pass_lengths=[len(ids)], ran_on=ran_on)
-
-
-def _row(result) -> torch.Tensor:
-    """A pass's token row from transformers' segment "result": the row itself, or its ``sequences`` where generate
-    returns a dict (``return_dict_in_generate``); anything else is refused, not read as "ended"."""
-    row = result.get("sequences") if isinstance(result, dict) else result
-    if not torch.is_tensor(row) or row.ndim != 1 or not row.numel():
-        raise TypeError(f"a segment's pass result is not a token row: {type(result).__name__}")
-    return row
+    # scored as one pass (the rules are not restarted where a later pass began), as when transformers ran it
+    retry.pass_lengths = [len(retry.tokens)]
+    return retry
 
 
 def cover(t: Stage, audio: list[np.ndarray], results: list[PieceResult]) -> None:

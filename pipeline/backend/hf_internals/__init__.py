@@ -36,7 +36,6 @@ _WHERE = {
     "InternalsChanged": "base",
     "Patch": "base",
     "CACHE_LAYERS": "cache",
-    "beams_share_one_source": "cache",
     "cache_of": "cache",
     "check_cache_layers": "cache",
     "ENCODER_STREAM": "encoder",

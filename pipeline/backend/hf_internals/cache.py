@@ -1,23 +1,21 @@
-"""Cache objects made or retyped by hand: a cache holding cross-attention keys/values projected already
-(``cache_of``), and one piece's beams sharing one copy of them (``beams_share_one_source``)."""
+"""A cache object made by hand: one holding cross-attention keys/values projected already (``cache_of``), which
+transformers' decoder reads as they are (the teacher-forced pass on transformers' modules)."""
 
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
 
 import torch
 import transformers
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.models.whisper import modeling_whisper
 
-from .attention import check_attention_layout
 from .base import Patch, parameter_names, require
 
 CACHE_LAYERS = Patch(
-    "cache_of / beams_share_one_source",
+    "cache_of",
     "EncoderDecoderCache(self, cross) with is_updated, DynamicCache.update(keys, values, layer_idx) creating "
-    "layers[i].keys/.values, reorder_cache(beam_idx), WhisperAttention reading a cross-attention layer marked "
+    "layers[i].keys/.values, WhisperAttention reading a cross-attention layer marked "
     "is_updated as it is, the decoder's `cache` / `encoder_hidden_states` keywords",
 )
 
@@ -30,15 +28,12 @@ def check_cache_layers(
     decoder_class=modeling_whisper.WhisperDecoder,
 ) -> None:
     """The cache API on tiny tensors, and a cross-attention layer reading a preloaded, ``is_updated`` cache as
-    it is (projecting nothing) — the behaviour ``cache_of`` and ``beams_share_one_source`` build on."""
+    it is (projecting nothing) — the behaviour ``cache_of`` builds on."""
     update = parameter_names(getattr(dynamic, "update", None))[:3]
     require(
         CACHE_LAYERS,
         update == ["key_states", "value_states", "layer_idx"],
         "DynamicCache.update(key_states, value_states, layer_idx)",
-    )
-    require(
-        CACHE_LAYERS, callable(getattr(encoder_decoder, "reorder_cache", None)), "EncoderDecoderCache.reorder_cache"
     )
     decoder_params = parameter_names(getattr(decoder_class, "forward", None))
     require(
@@ -97,61 +92,3 @@ def cache_of(cross) -> EncoderDecoderCache:
         layer.keys, layer.values = k, v
         cache.is_updated[idx] = True
     return cache
-
-
-class _OneRowCrossCache(DynamicCache):
-    """The cross-attention cache of one piece's beams: one row stored, every beam given a view of it."""
-
-    def update(self, keys, values, layer_idx, *args, **kwargs):
-        one_keys, one_values = super().update(keys[:1], values[:1], layer_idx, *args, **kwargs)
-        layer = self.layers[layer_idx]
-        layer.keys, layer.values = one_keys.expand_as(keys), one_values.expand_as(values)
-        return layer.keys, layer.values
-
-
-class _OneSourceCache(EncoderDecoderCache):
-    def reorder_cache(self, beam_idx):
-        self.self_attention_cache.reorder_cache(beam_idx)  # the cross-attention row is every beam's
-
-
-@contextmanager
-def beams_share_one_source(model):
-    """Beam search over one piece: its beams attend to one copy of the piece's cross-attention keys and values.
-
-    transformers' beam search repeats the encoder output per beam, projects and caches cross-attention keys and values
-    for every beam, and reorders (copies) all of them at every step, though the beams of one piece hold the same rows:
-    held and copied at every step, a large share of a fallback's time on a CPU and the memory peak of a batch that
-    falls back (decision record 0009). Here, at the first decoder call, each layer projects the piece's encoder states
-    once (the first row: every beam's row is the same piece) and caches that one row; every beam gets a view of it,
-    and the reorder leaves it alone (only the self-attention cache follows the beams).
-
-    The tokens are transformers' own whenever a row's projection does not depend on the rows beside it: always in int8
-    (each row is quantized on its own, ``backend/quantize.py``), and in the float types wherever the matrix product
-    computes a row the same way at any height (tested in float32 and int8; seen in bfloat16, not tested). Only for a
-    batch of one piece: rows of other pieces differ.
-    """
-    check_cache_layers()
-    check_attention_layout(model)
-
-    def share(decoder, args, kwargs):
-        cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        if type(cache) is not EncoderDecoderCache or type(cache.cross_attention_cache) is not DynamicCache:
-            return  # another kind of cache, or this one is shared already
-        cache.__class__, cache.cross_attention_cache.__class__ = _OneSourceCache, _OneRowCrossCache
-        states = kwargs.get("encoder_hidden_states")  # [beams, frames, width], the piece's repeated per beam
-        if states is None or not hasattr(cache, "is_updated") or any(cache.is_updated.values()):
-            return  # the layers project all beams' rows (and the cache keeps one) as transformers' code does
-        beams = states.shape[0]
-        for idx, layer in enumerate(decoder.layers):
-            attn = layer.encoder_attn
-            heads = (1, -1, attn.num_heads, attn.head_dim)
-            keys = attn.k_proj(states[:1]).view(heads).transpose(1, 2).contiguous()
-            values = attn.v_proj(states[:1]).view(heads).transpose(1, 2).contiguous()
-            cache.cross_attention_cache.update(keys.expand(beams, -1, -1, -1), values.expand(beams, -1, -1, -1), idx)
-            cache.is_updated[idx] = True
-
-    handle = model.get_decoder().register_forward_pre_hook(share, with_kwargs=True)
-    try:
-        yield
-    finally:
-        handle.remove()
