@@ -231,8 +231,9 @@ def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary
     planted): a 2.5 s piece whose last segment closes at 3.00 s (the next one opened) takes no pass over padding
     alone, a 5 s one closing at 1.20 s goes on from there; without the rows' lengths both go on (transformers'
     short-form rule).
-    The pass it keeps is the same either way, and the rule is the same with a draft (a seq2seq one here)."""
-    from pipeline.decode import generate
+    The pass it keeps is the same either way, and the rule is the same with a draft (a seq2seq one here) and for a
+    second chance's search (beams, samples: one piece at a time)."""
+    from pipeline.decode import generate, second_chances
     from pipeline.decode.speculative import Decoded
     from pipeline.facts.records import DecodeStats
 
@@ -269,3 +270,18 @@ def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary
     calls = []  # the stage tells the generator its pieces' lengths
     results = Transcriber(main, DecodeOptions(language="en", **FIRST_PASS)).transcribe(pieces)
     assert calls == [2, 1] and [r.stats.passes for r in results] == [1, 2]
+
+    def one_piece(piece: int):  # a second chance's search, planted: the same first pass, one piece at a time
+        def search(_main, prompts, *_args) -> Decoded:
+            calls.append(prompts.shape[0])
+            first = [[ts, text, ts + 150, ts + 160], [ts, text, ts + 60, ts + 70]][piece]
+            return Decoded([first if len(calls) == 1 else [ts, text, ts + 10]], [True], [DecodeStats()])
+
+        return search
+
+    stage = Transcriber(main, DecodeOptions(language="en"), use_assistant=False)
+    for piece, passes in ((0, 1), (1, 2)):
+        calls = []
+        monkeypatch.setattr(second_chances.search, "for_rung", lambda *_args, piece=piece: one_piece(piece))
+        retry = second_chances.again(stage, features[piece : piece + 1], None, "en", 5, 0.0, 224, lengths[piece])
+        assert calls == [1] * passes and retry.stats.passes == passes

@@ -14,8 +14,10 @@ token for token, segment for segment — whether or not an assistant drafts:
 - one departure, where the caller gives the rows' audio lengths (the stage does): a later pass starts only
   where audio is left (``audio_left``). transformers' short-form rule runs to the window's 3000 frames, so a
   last timestamp past the piece's end (22.00 in a 21.65 s piece) made it decode padding alone; openai-whisper
-  stops at the audio's end (decision 0050). Every pass it does run is transformers' to the token. (Second
-  chances still run transformers' own generate, whose passes keep its rule.)
+  stops at the audio's end (decision 0050). Every pass it does run is transformers' to the token.
+
+A second chance runs here too, with its own search (``search.py``: beams, seeded sampling) in place of greedy
+decoding and a cap on each pass's tokens (decision 0051).
 
 Assistants: a decoder-only draft (Distil-Whisper's decoder, the int8 self-draft)
 reads the main encoder's output; a seq2seq draft (tiny drafting for large) runs

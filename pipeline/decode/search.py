@@ -14,8 +14,8 @@ for transformers' import. Here they run on ``KVCacheDecoder`` under ``WhisperRul
   (transformers' default 50 where the generation config names none), softmax, ``torch.multinomial``: one draw a
   step, so a seeded run draws what transformers' draws.
 
-Same tokens as transformers' generate of the same model (tests/test_search.py compares token ids, beams and
-seeded samples, float32 and int8). Greedy stays ``speculative.greedy`` (the first pass, with or without a draft).
+Same tokens as transformers' generate of the same model (tests/test_second_chances.py compares token ids, every
+rung of the ladder, float32 and int8). Greedy stays ``speculative.greedy`` (the first pass, with or without a draft).
 """
 
 from __future__ import annotations

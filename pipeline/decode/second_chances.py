@@ -128,7 +128,16 @@ def _ladder(t: Stage, batch: Batch, attempt: Attempt) -> None:
     r, encoded, languages = batch.results[i], batch.encoded, batch.languages
     most = fallback_tokens(t, languages[i], len(batch.audio[i]) / SAMPLE_RATE)
     for label, beams, temperature in attempt.ladder:
-        retry = again(t, batch.features[i : i + 1], encoded[i : i + 1], languages[i], beams, temperature, most)
+        retry = again(
+            t,
+            batch.features[i : i + 1],
+            encoded[i : i + 1],
+            languages[i],
+            beams,
+            temperature,
+            most,
+            len(batch.audio[i]),
+        )
         trial = PieceResult()
         t.score(encoded[i : i + 1], languages[i : i + 1], [retry], [trial])
         candidate = recover.Candidate(
@@ -160,10 +169,18 @@ def fallback_tokens(t: Stage, language: str | None, duration_s: float) -> int:
 
 
 def again(
-    t: Stage, features, encoded, language: str | None, beams: int, temperature: float, max_new_tokens: int
+    t: Stage,
+    features,
+    encoded,
+    language: str | None,
+    beams: int,
+    temperature: float,
+    max_new_tokens: int,
+    samples: int | None = None,
 ) -> Generated:
     """One piece decoded again by the main model alone in podscribe's loop (``search.py``: beam search, or seeded
-    sampling; transformers' tokens), at most ``max_new_tokens`` a pass."""
+    sampling; transformers' tokens), at most ``max_new_tokens`` a pass. ``samples``: the piece's length, so that
+    a later pass starts only where it has audio left, as the first pass's (``generate.audio_left``)."""
     cuda = [features.device.index or 0] if features.device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):  # seeded here, the caller's random state untouched
         torch.manual_seed(recover.SEED)
@@ -171,6 +188,7 @@ def again(
             features,
             [t.prompt(language)],
             encoded,
+            samples=None if samples is None else [samples],
             search=search.for_rung(t.plain.gen, beams, temperature),
             max_new_tokens=max_new_tokens,
         )
