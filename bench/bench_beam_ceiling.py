@@ -27,7 +27,7 @@ from pipeline.models import registry
 
 
 def beams_everywhere(beams: int):
-    """Transcriber.generate replaced: each piece by transformers' beam search, one at a time (the fallback's path)."""
+    """Transcriber.generate replaced: each piece by beam search, one at a time (the fallback's: search.py)."""
 
     def generate(self, features, encoded, languages, audio, results, cross=None):
         out = [
