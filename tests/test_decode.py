@@ -285,3 +285,41 @@ def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary
         monkeypatch.setattr(second_chances.search, "for_rung", lambda *_args, piece=piece: one_piece(piece))
         retry = second_chances.again(stage, features[piece : piece + 1], None, "en", 5, 0.0, 224, lengths[piece])
         assert calls == [1] * passes and retry.stats.passes == passes
+
+
+def test_a_pass_of_the_stage_stops_at_openai_whispers_sample_length(base_vocabulary, monkeypatch):
+    """A random Whisper never ends a text (real mechanics): each pass of the stage's generators stops after 224
+    tokens, openai-whisper's sample_len (decision 0052), with or without a draft; a generator without
+    ``pass_tokens`` runs a pass on to Whisper's 448 positions, as transformers' generate does. The tokens up to
+    the cap are the same: only what a pass decodes past it moves."""
+    from pipeline.decode import generate
+    from pipeline.facts.whisper import PASS_TOKENS
+
+    models = tiny_random_models(base_vocabulary, 5)
+    samples = (np.random.default_rng(0).standard_normal(2 * media.SAMPLE_RATE) * 0.1).astype(np.float32)
+    passes, real_greedy = [], generate.greedy
+
+    def greedy(main, prompts, rules, max_length, *args, **kwargs):
+        decoded = real_greedy(main, prompts, rules, max_length, *args, **kwargs)
+        passes.append((max_length - prompts.shape[1], [len(row) for row in decoded.tokens], decoded.tokens[0]))
+        return decoded
+
+    monkeypatch.setattr(generate, "greedy", greedy)
+    stage = Transcriber(models, DecodeOptions(language="en", **FIRST_PASS))
+    features = stage.features([samples])
+    prompt = stage.prompt("en")
+    runs = {}
+    for name, generator in (
+        ("stage", stage.plain),
+        ("stage, a draft", generate.Generator(with_assistant(models, models.main, "copy"), pass_tokens=PASS_TOKENS)),
+        ("uncapped", generate.Generator(models, use_assistant=False)),
+    ):
+        passes.clear()
+        generator.generate(features, [prompt])
+        runs[name] = passes[:]
+    for name in ("stage", "stage, a draft"):
+        assert {room for room, _, _ in runs[name]} == {PASS_TOKENS}
+        assert max(n for _, lengths, _ in runs[name] for n in lengths) == PASS_TOKENS  # the construction: runs on
+    (room, lengths, first), *_ = runs["uncapped"]
+    assert room == 448 - len(prompt) and lengths[0] > PASS_TOKENS
+    assert runs["stage"][0][2] == runs["stage, a draft"][0][2] == first[:PASS_TOKENS]

@@ -14,7 +14,11 @@ token for token, segment for segment — whether or not an assistant drafts:
 - one departure, where the caller gives the rows' audio lengths (the stage does): a later pass starts only
   where audio is left (``audio_left``). transformers' short-form rule runs to the window's 3000 frames, so a
   last timestamp past the piece's end (22.00 in a 21.65 s piece) made it decode padding alone; openai-whisper
-  stops at the audio's end (decision 0050). Every pass it does run is transformers' to the token.
+  stops at the audio's end (decision 0050). Every pass it does run is transformers' to the token;
+- and a second, where the generator is given ``pass_tokens`` (the stage's generators are): a pass stops after
+  that many tokens (openai-whisper's sample_len, 224), where transformers runs it on to Whisper's 448 positions
+  (decision 0052). Only a pass longer than that moves: a loop, which the fallback then decodes again, or speech
+  too dense for it, whose unfinished segment the next pass decodes again from its last timestamp.
 
 A second chance runs here too, with its own search (``search.py``: beams, seeded sampling) in place of greedy
 decoding and a cap on each pass's tokens (decision 0051).
@@ -153,9 +157,17 @@ def audio_left(seek_frames: int, frames: int, samples: list[int] | None, row: in
 
 class Generator:
     def __init__(
-        self, models: Models, timestamps: bool = True, use_assistant: bool = True, policy: DraftPolicy | None = None
+        self,
+        models: Models,
+        timestamps: bool = True,
+        use_assistant: bool = True,
+        policy: DraftPolicy | None = None,
+        pass_tokens: int | None = None,
     ):
+        """``pass_tokens``: at most that many tokens a pass (the stage's: ``PASS_TOKENS``, openai-whisper's
+        sample_len); None runs each pass to Whisper's 448 positions, as transformers' generate does."""
         self.models = models
+        self.pass_tokens = pass_tokens
         main = models.main
         self.gen = main.generation_config
         self.timestamps = timestamps
@@ -215,7 +227,7 @@ class Generator:
 
         ``search``: a second chance's search (``search.Beams``, ``search.Sampling``; one row, the main model
         alone) instead of greedy decoding; ``max_new_tokens``: at most that many tokens a pass after the prompt
-        (transformers' ``max_new_tokens``) instead of Whisper's 448 positions."""
+        (transformers' ``max_new_tokens``) instead of the generator's ``pass_tokens``."""
         if cross is not None and encoded is None:
             raise ValueError("cross-attention keys/values come with the encoder output they were projected from")
         if search is not None and (self.draft is not None or features.shape[0] != 1):
@@ -233,8 +245,9 @@ class Generator:
             # Whisper's defaults. A previous-text context counts as prompt (it takes room from the text).
             grow = min(len(prompts[0]), self.max_positions // 2 - 1)
             limit = min(self.max_length + npass * grow, self.max_positions)
-            if max_new_tokens is not None:
-                limit = min(len(prompts[0]) + max_new_tokens, self.max_positions)
+            cap = max_new_tokens if max_new_tokens is not None else self.pass_tokens
+            if cap is not None:
+                limit = min(len(prompts[0]) + cap, self.max_positions)
             feats = self._window(features, pending, seek)
             capacity = limit + self.policy.max_draft + 2
             if first and encoded is not None:

@@ -33,13 +33,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..facts.whisper import PASS_TOKENS
+
 WORD_PAD_S = 0.3  # a word covers this much speech on each side (Whisper's word ends are 20 ms-coarse, VAD pads)
 CONTEXT_S = 0.3  # audio kept on each side of an uncovered stretch when it is decoded again
 WORD_S = 0.5  # seconds a spoken word takes at most, on average (slow speech: 2 words/s)
 MAX_ROUNDS = 3
 TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0)  # after the beams, as openai-whisper and faster-whisper rise
 SEED = 0  # sampling is seeded per attempt: the same piece gives the same result in every run
-MAX_NEW_TOKENS = 224  # per pass of a fallback attempt: openai-whisper's sample_len (n_ctx // 2); a loop ends there
+MAX_NEW_TOKENS = PASS_TOKENS  # per pass of a fallback attempt, as of every pass (openai-whisper's sample_len)
 # A shorter stretch gets fewer: twice sample_len's rate over a 30 s window (~15 tokens a second, timestamps
 # included; fast English is ~5) and some room besides, so that a pass of a sample looping on a 1.6 s clip stops
 # at 56 tokens instead of running on to 224 (held-out seed 59: one such rung took 5 of a phone call's 30 s).

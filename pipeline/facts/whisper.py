@@ -21,6 +21,7 @@ ENCODER_FRAME_S = 1 / ENCODER_FRAMES_PER_S  # 0.02 s
 WINDOW_S = 30  # every input is padded or cut to this
 WINDOW_MEL_FRAMES = WINDOW_S * SAMPLE_RATE // HOP_SAMPLES  # 3000
 TIMESTAMP_S = 0.02  # seconds per timestamp token: <|0.00|>, <|0.02|>, ... <|30.00|>
+PASS_TOKENS = 224  # openai-whisper's sample_len (n_text_ctx // 2): the most tokens a pass decodes; a loop ends there
 
 
 # -- tokens ---------------------------------------------------------------------------------------------------
