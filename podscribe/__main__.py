@@ -1,5 +1,5 @@
 """``python -m podscribe``: the ``podscribe`` console script, as ``python -m pipeline.cli`` is."""
 
-from pipeline.cli import main
+from pipeline.cli import console
 
-main(prog_name="podscribe")
+console(prog_name="podscribe")

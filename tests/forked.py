@@ -216,7 +216,7 @@ def _child(request: dict) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = ["-m", *request["argv"]]
-    # Exceptions, SystemExit and Ctrl-C leave through serve() to the interpreter's own end, as in a fresh process:
-    # threads joined, atexit handlers, the exit code (or the death by SIGINT of an unhandled Ctrl-C).
+    # The CLI ends as in a fresh process: through pipeline/cli/console.py's quick exit (threads joined, atexit
+    # handlers, the exit code); an exception or an unhandled Ctrl-C through serve() to the interpreter's own end.
     runpy._run_module_as_main("traced")  # the CLI with the tests' events object (tests/traced.py)
     sys.exit(0)

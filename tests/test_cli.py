@@ -4,7 +4,10 @@ language per segment."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -98,14 +101,49 @@ def test_whisper_decoding_flags_get_a_clear_answer(flag, cache_dir, tmp_path):
 def test_version(cache_dir, tmp_path):
     result = podscribe("--version", cache_dir=cache_dir)
     assert result.returncode == 0 and "podscribe" in result.stdout
-    import subprocess
-    import sys
-
     # the distribution's name as a module too, from any folder (the installed package, not the checkout's folder)
     module = subprocess.run(
         [sys.executable, "-m", "podscribe", "--version"], cwd=tmp_path, capture_output=True, text=True
     )
     assert module.returncode == 0 and module.stdout == result.stdout, module.stderr
+
+
+# A process that ends through the CLI's quick exit: a thread still working, an idle executor's worker, a
+# multiprocessing child, an atexit handler and stdout still in its buffer (a pipe is block-buffered).
+ENDING = """
+import atexit, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text(f"child ended {child.exitcode}"))  # first: runs last
+import multiprocessing, threading, time
+from concurrent.futures import ThreadPoolExecutor
+from pipeline.cli.console import leave
+def late(): time.sleep(0.3); (out / "thread").write_text("done")
+threading.Thread(target=late).start()
+ThreadPoolExecutor(1).submit(int).result()  # its worker waits for more work, never shut down
+child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(0.3,))
+child.start()
+sys.stdout.write("all of it")
+leave(eval(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("code, status", [("3", 3), ("None", 0), ("'stopped: a message'", 1)])
+def test_the_quick_exit_ends_a_process_as_the_interpreter_would(code, status, tmp_path):
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    run = subprocess.run(
+        [sys.executable, "-c", ENDING, str(tmp_path), code],
+        cwd=Path(__file__).resolve().parents[1],
+        env=buffered,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == status, run.stderr
+    assert run.stdout == "all of it"
+    assert (tmp_path / "thread").read_text() == "done"  # joined before the end
+    assert (tmp_path / "atexit").read_text() == "child ended 0"  # multiprocessing's own handler joined it first
+    assert ("stopped: a message" in run.stderr) == (status == 1)
 
 
 @pytest.fixture(scope="module")

@@ -59,9 +59,9 @@ class Trace(Events):
 def main() -> None:
     from traced import Trace  # as ``traced.Trace``, not ``__main__.Trace``: a name every process of the run imports
 
-    from pipeline.cli import main as cli
+    from pipeline.cli import console
 
-    cli.main(obj={"events": Trace.from_environment()}, prog_name="python -m pipeline.cli")
+    console(obj={"events": Trace.from_environment()}, prog_name="python -m pipeline.cli")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """``python -m pipeline.cli``: the ``podscribe`` console script."""
 
-from . import main
+from . import console
 
-main()
+console()
