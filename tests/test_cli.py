@@ -146,6 +146,29 @@ def test_the_quick_exit_ends_a_process_as_the_interpreter_would(code, status, tm
     assert ("stopped: a message" in run.stderr) == (status == 1)
 
 
+def test_the_quick_exit_says_when_the_end_of_the_output_was_not_written(tmp_path):
+    """stdout to a file that may not grow past 1 KiB (a full disk, as the process sees it): the buffered rest fails
+    at the end, and the process says so and exits 120, as the interpreter's own end does; not a quiet 0."""
+    import resource
+
+    code = "import sys; from pipeline.cli.console import leave; sys.stdout.write('x' * 5000); leave(0)"
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(tmp_path / "out", "w") as out:
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=Path(__file__).resolve().parents[1],
+            env=buffered,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024)),
+        )
+    assert run.returncode == 120, run.stderr
+    assert "the end of its output was not written" in run.stderr
+    assert (tmp_path / "out").stat().st_size == 1024
+
+
 @pytest.fixture(scope="module")
 def english_then_german(clips, tmp_path_factory) -> tuple[Path, float]:
     """English (23.7 s) then German (15.2 s) after a 3 s pause: two pieces, one language each."""

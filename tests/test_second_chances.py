@@ -254,6 +254,47 @@ def test_a_second_chance_is_said_and_the_first_stop_abandons_it(tiny_en_models, 
     assert said == [first], "the resumed run did not decode the piece again to its second chance"
 
 
+def test_a_stop_during_a_second_chances_search_ends_it_at_the_next_decoder_call(
+    tiny_en_models, noisy_loop, tmp_path, monkeypatch
+):
+    """The Ctrl-C lands while the beams decode (after the ladder began): the decoder's next call abandons the
+    attempt (``KVCacheDecoder.on_forward``), not the end of the ladder, and nothing of the piece is kept."""
+    import threading
+
+    from pipeline.decode.kv_cache import KVCacheDecoder
+    from pipeline.job import Interrupted
+    from pipeline.job import run as job_run
+
+    path = write_wav(tmp_path / "loop.wav", noisy_loop[0])
+    stop, calls_after_stop = threading.Event(), []
+    monkeypatch.setattr(job_run, "second_chance", lambda line, shown: None)
+    real_for_rung, real_forward = second_chances.search.for_rung, KVCacheDecoder.forward
+
+    def for_rung(*args, **kwargs):
+        search = real_for_rung(*args, **kwargs)
+
+        def stopped_during(*a, **k):
+            stop.set()  # the search has begun; its first decoder call is next
+            return search(*a, **k)
+
+        return stopped_during if search is not None else None
+
+    def forward(self, *args, **kwargs):
+        out = real_forward(self, *args, **kwargs)
+        if stop.is_set():
+            calls_after_stop.append(1)
+        return out
+
+    monkeypatch.setattr(second_chances.search, "for_rung", for_rung)
+    monkeypatch.setattr(KVCacheDecoder, "forward", forward)
+    out = tmp_path / "job"
+    options = JobOptions(out_dir=out, progress=False, decode=DecodeOptions(language="en"))
+    with pytest.raises(Interrupted):
+        run([str(path)], options, models=tiny_en_models, stop=stop)
+    assert calls_after_stop == [], "a decoder call ran after the stop"
+    assert not (out / "files").exists(), "the stop waited for the second chance to end"
+
+
 def test_a_short_pieces_attempts_stop_at_their_length_and_one_that_never_ended_is_not_kept(
     base_vocabulary, monkeypatch
 ):

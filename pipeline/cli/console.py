@@ -7,7 +7,8 @@ every module's objects and torch's operator registrations are undone one by one 
 before the command returns (decision 0053). So ``leave`` does what the interpreter's end does that matters, in the
 interpreter's order, and then ``os._exit``: threads joined (``threading._shutdown``, which first tells idle
 executors' workers to stop), ``atexit`` handlers run (multiprocessing joins the workers it started, logging flushes
-and closes its handlers), the standard streams flushed. An exception other than ``SystemExit`` (a bug) takes the
+and closes its handlers), the standard streams flushed (an output that could not be written exits 120, as the
+interpreter's end does), C's stdio flushed. An exception other than ``SystemExit`` (a bug) takes the
 interpreter's own way out, with its traceback.
 
 ``main`` (the click group) stays what tests invoke in their own process.
@@ -16,6 +17,8 @@ interpreter's own way out, with its traceback.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import ctypes
 import os
 import sys
 import threading
@@ -53,6 +56,12 @@ def leave(code: int | str | None) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a reader gone (``| head``) or a stream closed: nothing left to deliver
+        except (BrokenPipeError, ValueError):  # the reader gone (``| head``), or the stream closed: nobody to tell
             pass
+        except OSError as exc:  # a full disk, a file too large: output lost, which the interpreter's end exits 120 for
+            with contextlib.suppress(OSError, ValueError):
+                os.write(2, f"podscribe: the end of its output was not written: {exc}\n".encode())
+            status = 120
+    with contextlib.suppress(Exception):  # what native code wrote through C's stdio, as C's exit() flushes it
+        ctypes.CDLL(None).fflush(None)
     os._exit(status & 0xFF)

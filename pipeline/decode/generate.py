@@ -263,13 +263,15 @@ class Generator:
             if self.draft is not None:
                 self.draft.start(self._draft_encoded(feats, draft_features, pending, seek, enc), capacity)
             ids = torch.tensor([prompts[b] for b in pending], device=features.device)
-            if search is None:
-                decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy)
-            else:
-                decoded = search(self.main, ids, self.rules, limit)
-            self.main.release()
-            if self.draft is not None:
-                self.draft.release()
+            try:
+                if search is None:
+                    decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy)
+                else:
+                    decoded = search(self.main, ids, self.rules, limit)
+            finally:  # an abandoned second chance (a stop) too: its caches go now, not at the next start
+                self.main.release()
+                if self.draft is not None:
+                    self.draft.release()
             still = []
             for j, b in enumerate(pending):
                 window = min(self.window, features.shape[-1] - seek[b])

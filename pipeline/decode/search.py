@@ -15,7 +15,9 @@ for transformers' import. Here they run on ``KVCacheDecoder`` under ``WhisperRul
   step, so a seeded run draws what transformers' draws.
 
 Same tokens as transformers' generate of the same model (tests/test_second_chances.py compares token ids, every
-rung of the ladder, float32 and int8). Greedy stays ``speculative.greedy`` (the first pass, with or without a draft).
+rung of the ladder, float32 and int8), for the generation configs Whisper's checkpoints ship: a config that turns on
+what they leave off (``early_stopping``, ``top_p``, ``min_p``, a repetition penalty) is not followed here, where
+transformers would follow it. Greedy stays ``speculative.greedy`` (the first pass, with or without a draft).
 """
 
 from __future__ import annotations
