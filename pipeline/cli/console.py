@@ -1,15 +1,15 @@
 """The ``podscribe`` command as a process (the console script, ``python -m podscribe``, ``python -m pipeline.cli``):
 the command group, then an exit without the interpreter's teardown.
 
-After ``import torch`` a Python process spends ~0.35 s of a 2-core CPU ending: the interpreter's last collections walk
-every module's objects and torch's operator registrations are undone one by one (perf: ``gc_collect_main``,
+After ``import torch`` a Python process spends 0.35-0.45 s of a 2-core CPU ending: the interpreter's last collections
+walk every module's objects and torch's operator registrations are undone one by one (perf: ``gc_collect_main``,
 ``OperatorEntry::updateDispatchTableEntry_``). Nothing of a job depends on it: every write is atomic and finished
 before the command returns (decision 0053). So ``leave`` does what the interpreter's end does that matters, in the
-interpreter's order, and then ``os._exit``: threads joined (``threading._shutdown``, which first tells idle
-executors' workers to stop), ``atexit`` handlers run (multiprocessing joins the workers it started, logging flushes
-and closes its handlers), the standard streams flushed (an output that could not be written exits 120, as the
-interpreter's end does), C's stdio flushed. An exception other than ``SystemExit`` (a bug) takes the
-interpreter's own way out, with its traceback.
+interpreter's order, and then ``os._exit``: threads joined (``threading._shutdown``, which first tells idle executors'
+workers to stop), ``atexit`` handlers run (multiprocessing joins the workers it started, logging flushes and closes
+its handlers), the standard streams flushed (an output that could not be written exits 120, as the interpreter's end
+does), C's stdio flushed. An exception other than ``SystemExit`` (a bug) takes the interpreter's own way out, with its
+traceback.
 
 ``main`` (the click group) stays what tests invoke in their own process.
 """
