@@ -99,3 +99,36 @@ def _options():
     from pipeline.decode import DecodeOptions
 
     return DecodeOptions()
+
+
+def test_a_table_no_file_wrote_yet_reads_as_no_rows_of_its_schema(tmp_path):
+    """A new job dir's tables: no rows, each column of its schema (or of the columns asked for)."""
+    from pipeline.storage.manifest import JobDir
+
+    job = JobDir(tmp_path / "job")
+    assert job.read("files").schema == tables.FILES_SCHEMA and job.read("files").num_rows == 0
+    assert job.read("segments", columns=["file_id", "text"]).schema.names == ["file_id", "text"]
+    assert job.file_rows() == []
+
+
+def test_the_pandas_import_beside_a_job_is_quiet_where_pandas_is_missing(tmp_path):
+    """pyarrow needs no pandas: a job where it cannot be imported starts as any other, no traceback from the thread
+    that imports it beside the job."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "class NoPandas:  # as on a machine without it\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'pandas': raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, NoPandas())\n"
+        "from pipeline.storage.manifest import import_pandas_beside\n"
+        "import_pandas_beside()\n"
+        "[t.join() for t in threading.enumerate() if t.name == 'podscribe-import']\n"
+        "print('started')\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True
+    )
+    assert run.returncode == 0 and run.stdout == "started\n" and run.stderr == "", run.stderr

@@ -20,7 +20,7 @@ from ..outputs import agreed
 from ..outputs.export import check_writable
 from ..outputs.names import output_names
 from ..storage import workers
-from ..storage.manifest import JobDir, row_paths
+from ..storage.manifest import JobDir, import_pandas_beside, row_paths
 from . import plan, progress
 from .config import (
     JobOptions,
@@ -62,6 +62,7 @@ def run(
     stopped_yet(stop)  # Ctrl-C while the command started: no model loaded, no job dir made
     if models is None:  # before the lock: the workers of a launch load their models at the same time
         models = job_models(options)
+    import_pandas_beside()  # what the first row would wait for
     diarizer = load_diarizer(options)
     transcriber = Transcriber(models, options.decode)  # options the model refuses: before the job dir is made
     if options.subtitles and options.writes_outputs:  # a read-only -o found now, not after the night's decoding
