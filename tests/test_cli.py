@@ -16,7 +16,7 @@ import pytest
 import srt
 import webvtt
 
-from helpers import podscribe, write_wav
+from helpers import REPO, podscribe, write_wav
 from pipeline.audio import media
 from pipeline.decode import DecodeOptions
 from pipeline.job.config import JobOptions
@@ -128,13 +128,17 @@ leave(eval(sys.argv[2]))
 """
 
 
+def buffered() -> dict:
+    """This environment with stdout block-buffered to a pipe or file, as a user's is (the tests may run unbuffered)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
 @pytest.mark.parametrize("code, status", [("3", 3), ("None", 0), ("'stopped: a message'", 1)])
 def test_the_quick_exit_ends_a_process_as_the_interpreter_would(code, status, tmp_path):
-    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     run = subprocess.run(
         [sys.executable, "-c", ENDING, str(tmp_path), code],
-        cwd=Path(__file__).resolve().parents[1],
-        env=buffered,
+        cwd=REPO,
+        env=buffered(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -152,12 +156,11 @@ def test_the_quick_exit_says_when_the_end_of_the_output_was_not_written(tmp_path
     import resource
 
     code = "import sys; from pipeline.cli.console import leave; sys.stdout.write('x' * 5000); leave(0)"
-    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     with open(tmp_path / "out", "w") as out:
         run = subprocess.run(
             [sys.executable, "-c", code],
-            cwd=Path(__file__).resolve().parents[1],
-            env=buffered,
+            cwd=REPO,
+            env=buffered(),
             stdout=out,
             stderr=subprocess.PIPE,
             text=True,

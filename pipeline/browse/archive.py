@@ -21,8 +21,8 @@ from ..facts.errors import DamagedState, UsageProblem
 from ..outputs.record import RECORD_DIR, has_record
 from ..outputs.speaker_names import Names, names_for, parse, recorded
 from ..storage.manifest import UNREADABLE, JobDir, is_job, jobs_below, read_table, row_paths
-from ..storage.tables import SEGMENTS_SCHEMA
-from .cache import SEARCHED, empty, job_tables, strings
+from ..storage.tables import SEGMENTS_SCHEMA, no_rows
+from .cache import SEARCHED, job_tables, strings
 
 SITE_RECORD = "site.json"  # in a site's .podscribe/: what it was built from (site/build.py)
 
@@ -201,7 +201,7 @@ def searchable(archive: Archive, episodes: list[Episode]) -> pa.Table:
             parts.append(table)
         else:
             parts.append(table.filter(pc.is_in(table.column("file_id"), strings(sorted(ids)))))
-    return pa.concat_tables(parts) if parts else empty(SEARCHED)
+    return pa.concat_tables(parts) if parts else no_rows(SEARCHED)
 
 
 class Unreadable(Exception):

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ..facts.errors import StorageError
 from ..storage.atomic import atomic_write_bytes
 from ..storage.manifest import UNREADABLE, read_table
-from ..storage.tables import FILES_SCHEMA, SEGMENTS_SCHEMA
+from ..storage.tables import FILES_SCHEMA, SEGMENTS_SCHEMA, no_rows
 
 VERSION = 1  # of the cached tables' layout (another one is read again from the job)
 META = b"podscribe.search"  # the cache's state, in its Parquet metadata: the job, each table's stat, the files rows
@@ -51,11 +51,6 @@ def strings(values) -> pa.Array:
     offsets = np.zeros(len(data) + 1, dtype=np.int32)
     offsets[1:] = np.cumsum([len(d) for d in data])
     return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
-
-
-def empty(schema: pa.Schema) -> pa.Table:
-    """A table of no rows (``Schema.empty_table`` goes through ``pa.array``, see ``strings``)."""
-    return pa.Table.from_batches([], schema=schema)
 
 
 def cache_root() -> Path:
@@ -122,7 +117,7 @@ def job_tables(root: Path, use_cache: bool = True, text: bool = True) -> JobTabl
                 raise TypeError("another layout")
             if state["version"] == VERSION and state["job"] == str(root):
                 known, cached_rows = state["tables"], {r["file_id"]: r for r in state["rows"]}
-    result = JobTables([], empty(SEARCHED))
+    result = JobTables([], no_rows(SEARCHED))
     fresh, kept_ids, tables = [], [], {}
     for file_id, stat in files_now.items():
         seg_stat = segments_now.get(file_id)
@@ -154,7 +149,7 @@ def job_tables(root: Path, use_cache: bool = True, text: bool = True) -> JobTabl
         parts.append(cached_segments.filter(pc.is_in(cached_segments.column("file_id"), strings(kept_ids))))
     if not text:
         return result
-    result.segments = pa.concat_tables(parts + fresh) if parts or fresh else empty(SEARCHED)
+    result.segments = pa.concat_tables(parts + fresh) if parts or fresh else no_rows(SEARCHED)
     if use_cache and tables != known:  # a row rewritten in place (a failed file failing again) too
         _save(path, root, tables, result)
     return result

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
 import sys
 import threading
@@ -63,5 +62,7 @@ def leave(code: int | str | None) -> NoReturn:
                 os.write(2, f"podscribe: the end of its output was not written: {exc}\n".encode())
             status = 120
     with contextlib.suppress(Exception):  # what native code wrote through C's stdio, as C's exit() flushes it
+        import ctypes  # here, not at every command's start
+
         ctypes.CDLL(None).fflush(None)
     os._exit(status & 0xFF)

@@ -44,7 +44,7 @@ from ..facts.errors import ConfigChanged, DamagedState, JobLocked, UsageProblem
 from ..facts.rows import PieceRow, SegmentRow
 from .atomic import atomic_write_bytes, try_flock
 from .identity import Fingerprints
-from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES
+from .tables import FILES_SCHEMA, PARTIAL_SCHEMA, TABLES, no_rows
 from .verified import VERIFIED, Verified
 
 __all__ = ["ConfigChanged", "JobLocked", "JobDir", "write_table", "row_paths", "damage_hint", "is_job", "jobs_below"]
@@ -389,10 +389,7 @@ class JobDir:
         if tables:
             return pa.concat_tables(tables)
         schema = TABLES[table]
-        # not ``Schema.empty_table``: it goes through ``pa.array``, which imports pandas (0.2 s of a new job's start)
-        return pa.Table.from_batches(
-            [], schema=schema if columns is None else pa.schema([schema.field(c) for c in columns])
-        )
+        return no_rows(schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
     def take_damage(self) -> list[tuple[Path, str]]:
         """The tables found unreadable (path, error) by the reads since the last call: the reader that asked
