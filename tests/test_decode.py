@@ -287,6 +287,55 @@ def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary
         assert calls == [1] * passes and retry.stats.passes == passes
 
 
+def test_a_pass_of_the_stage_keeps_the_rest_of_its_window(base_vocabulary, speech_pieces, monkeypatch):
+    """Decision 0055 through the real generator (a random Whisper's encoder and caches; the loop's tokens planted).
+    Each pass is told its rows' ``end_from``: the timestamp from which less than 1 s of the row's audio is left
+    (0 where less than that is left at all, and for transformers' rule). A first pass that ends on text inside a
+    segment it opened after another keeps that text, to the piece's end: one pass, where transformers' rule (a
+    generator without ``open_end_s``, or not told the lengths) drops it and decodes again from the last closing
+    timestamp. A pass cut at its token cap goes on as before; and the scoring reads each pass's ``end_from``."""
+    from pipeline.decode import generate
+    from pipeline.decode.speculative import Decoded
+    from pipeline.facts.records import DecodeStats
+    from pipeline.facts.whisper import OPEN_END_S
+
+    main = tiny_random_models(base_vocabulary, 5)
+    pieces = [speech_pieces[0][: int(2.5 * media.SAMPLE_RATE)], speech_pieces[0][: 5 * media.SAMPLE_RATE]]
+    lengths = [len(p) for p in pieces]
+    ts, text = generate.Generator(main).rules.ts_begin, 400
+    first = [[ts, text, ts + 60, ts + 70, text + 1, text + 2], [ts, text, ts + 60, ts + 70, text + 3]]
+
+    def planted(_main, prompts, _rules, _limit, _draft=None, _policy=None, end_from=None) -> Decoded:
+        rows = prompts.shape[0]
+        calls.append(end_from)
+        tokens = first if len(calls) == 1 else [[ts, text, ts + 10]] * rows
+        return Decoded(tokens, [finished] * rows if len(calls) == 1 else [True] * rows, [DecodeStats()] * rows)
+
+    monkeypatch.setattr(generate, "greedy", planted)
+    features = Transcriber(main, DecodeOptions(language="en")).features(pieces)
+    stage = generate.Generator(main, open_end_s=OPEN_END_S)
+    prompts = [stage.prompt("en")] * 2
+    calls, finished = [], True
+    kept = stage.generate(features, prompts, samples=lengths)
+    assert calls == [[ts + 75, ts + 200]] and [g.stats.passes for g in kept] == [1, 1]  # 1.50 s / 4.00 s
+    assert [g.segments[-1]["tokens"] for g in kept] == [[text + 1, text + 2], [text + 3]]
+    assert [g.segments[-1]["start"] for g in kept] == pytest.approx([1.4, 1.4])
+    assert [g.segments[-1]["end"] for g in kept] == pytest.approx([2.5, 5.0])
+    assert [g.tokens for g in kept] == first and [g.pass_ends for g in kept] == [[ts + 75], [ts + 200]]
+    for told, generator in ((False, stage), (True, generate.Generator(main))):
+        calls = []
+        again = generator.generate(features, prompts, samples=lengths if told else None)
+        assert calls == [[0, 0], [0, 0]] and [g.stats.passes for g in again] == [2, 2]
+        assert [g.segments[1]["start"] for g in again] == pytest.approx([1.2, 1.2])  # from <|1.20|> again
+    calls, finished = [], False  # cut at the cap: decoded again from <|1.20|> (1.30 s left, 3.80 s)
+    capped = stage.generate(features, prompts, samples=lengths)
+    assert calls == [[ts + 75, ts + 200], [ts + 15, ts + 140]] and [g.stats.passes for g in capped] == [2, 2]
+    from pipeline.decode.score import rule_states
+
+    states = rule_states(stage.rules, capped[1], len(capped[1].tokens) + 1, "cpu")
+    assert states.end_from[0].tolist() == [ts + 200] * 4 + [ts + 140] * 4  # each pass's, restarted with it
+
+
 def test_a_pass_of_the_stage_stops_at_openai_whispers_sample_length(base_vocabulary, monkeypatch):
     """A random Whisper never ends a text (real mechanics): each pass of the stage's generators stops after 224
     tokens, openai-whisper's sample_len (decision 0052), with or without a draft; a generator without

@@ -90,6 +90,40 @@ def test_rules_equal_transformers_processors(base_vocabulary):
             assert torch.equal(got.argmax(-1), expected.argmax(-1))
 
 
+def test_no_end_right_after_an_opened_segment_while_audio_is_left(base_vocabulary):
+    """Decision 0055: after ``<|a|><|b|>`` (a segment closed, the next opened) end-of-text is masked while ``<|b|>``
+    is before the row's ``end_from``; not after the first timestamp alone, not after text, not from ``end_from`` on,
+    and never with ``end_from`` 0 (transformers' rules, as the test above compares them). One rule for every
+    position of a verify pass too (its states are stepped through the drafts)."""
+    gen = copy.deepcopy(base_vocabulary.generation_config)
+    rules = WhisperRules(gen, base_vocabulary.size, True, "cpu")
+    ts, eot, text = rules.ts_begin, rules.eot, 400
+
+    def text_favoured(positions: int) -> torch.Tensor:  # else the timestamps' mass rule masks all text, eot too
+        logits = torch.zeros(1, positions, base_vocabulary.size)
+        logits[..., ts:] = -10.0
+        return logits
+
+    seqs = {
+        "opened at 1.00 s": ([ts, text, ts + 50, ts + 50], True),
+        "the first timestamp": ([ts], False),
+        "text after the opening": ([ts, text, ts + 50, ts + 50, text], False),
+        "a segment closed": ([ts, text, ts + 50], False),
+    }
+    for name, (seq, masked) in seqs.items():
+        for end_from, expect in ((ts + 51, masked), (ts + 50, False), (0, False)):
+            state = RuleState.initial(1, "cpu", [end_from])
+            for t in seq:
+                state = rules.advance(state, torch.tensor([t]))
+            logits = rules.apply(text_favoured(1), state.positions())
+            assert bool(torch.isinf(logits[0, 0, eot])) == expect, (name, end_from - ts if end_from else 0)
+    # a verify pass over drafts: the end-of-text masked after the pair (and first, where a timestamp must come)
+    seq = [ts, text, ts + 50, ts + 50, text]
+    states = rules.expand(RuleState.initial(1, "cpu", [ts + 51]), torch.tensor([seq]))
+    logits = rules.apply(text_favoured(len(seq) + 1), states)
+    assert torch.isinf(logits[0, :, eot]).tolist() == [True, False, False, False, True, False]
+
+
 @pytest.mark.identity
 def test_kv_cache_decoder_logits_equal_transformers_forward(base_vocabulary):
     """Rows at different lengths, fed in uneven chunks, give transformers' logits for their own prefixes."""

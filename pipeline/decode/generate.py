@@ -18,7 +18,12 @@ token for token, segment for segment — whether or not an assistant drafts:
 - and a second, where the generator is given ``pass_tokens`` (the stage's generators are): a pass stops after
   that many tokens (openai-whisper's sample_len, 224), where transformers runs it on to Whisper's 448 positions
   (decision 0052). Only a pass longer than that moves: a loop, which the fallback then decodes again, or speech
-  too dense for it, whose unfinished segment the next pass decodes again from its last timestamp.
+  too dense for it, whose unfinished segment the next pass decodes again from its last timestamp;
+- and a third, where the generator is given ``open_end_s`` with the audio lengths (the stage's are): a pass may not
+  end inside a segment it opened after another while ``open_end_s`` or more of the row's audio is left after that
+  segment's start (``rules.py``; decision 0055). transformers would end there and decode the rest again as a
+  window of its own (an encoder pass for the piece's last seconds, on unseen long-form one window in six); here
+  the pass goes on and writes that rest in the window it has.
 
 A second chance runs here too, with its own search (``search.py``: beams, seeded sampling) in place of greedy
 decoding and a cap on each pass's tokens (decision 0051).
@@ -35,6 +40,7 @@ start of transcript of every pass, as transformers puts ``prompt_ids`` there
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,8 +57,9 @@ from .kv_cache import CrossKV, KVCacheDecoder
 from .rules import WhisperRules
 from .speculative import Decoded, DraftPolicy, greedy
 
-# A second chance's search over one row loaded into the decoder: (decoder, prompt [1, P], rules, max length) -> tokens
-Search = Callable[[KVCacheDecoder, torch.Tensor, WhisperRules, int], Decoded]
+# A second chance's search over one row loaded into the decoder: (decoder, prompt [1, P], rules, max length,
+# end_from) -> tokens
+Search = Callable[[KVCacheDecoder, torch.Tensor, WhisperRules, int, list[int] | None], Decoded]
 
 
 @dataclass
@@ -61,6 +68,7 @@ class Generated:
     segments: list[dict]  # {"start", "end" (s, piece-relative), "tokens" (list)}
     stats: DecodeStats = field(default_factory=DecodeStats)
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
+    pass_ends: list[int] = field(default_factory=list)  # each pass's ``RuleState.end_from`` (the scoring's rules)
     ran_on: bool = False  # a pass used all its tokens without end-of-text (what a fallback attempt is judged by)
 
 
@@ -144,6 +152,22 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
     return segments, (seq[begin - 2] - ts_begin) * ENCODER_STRIDE
 
 
+def unclosed_tail(seq: list[int], ts_begin: int, offset_s: float, audio_end_s: float) -> dict | None:
+    """The segment a pass left open at its end-of-text (``... <|a|><|b|> text`` and no closing timestamp), from
+    ``<|b|>`` to the end of the row's audio (piece-relative seconds), with the text after ``<|b|>``; None where the
+    pass ended on a timestamp or had one segment only (transformers keeps those). transformers' rule drops that text
+    and decodes the window again from ``<|a|>``: where the audio ended inside this window, the model wrote its last
+    words having heard all of them (forced to go on instead, it invents more: decision 0055)."""
+    if not seq or seq[-1] >= ts_begin:
+        return None
+    pairs = [i + 1 for i in range(len(seq) - 1) if seq[i] >= ts_begin and seq[i + 1] >= ts_begin]
+    if not pairs:
+        return None
+    opening = pairs[-1]
+    start = offset_s + (seq[opening] - ts_begin) * TIMESTAMP_S
+    return {"start": start, "end": max(start, audio_end_s), "tokens": seq[opening + 1 :]}
+
+
 def audio_left(seek_frames: int, frames: int, samples: list[int] | None, row: int) -> bool:
     """Whether a later pass from ``seek_frames`` has anything to read: the features go on (transformers' rule),
     and, where the row's audio length is known, the seek is inside its whole mel frames (openai-whisper's
@@ -163,11 +187,15 @@ class Generator:
         use_assistant: bool = True,
         policy: DraftPolicy | None = None,
         pass_tokens: int | None = None,
+        open_end_s: float | None = None,
     ):
         """``pass_tokens``: at most that many tokens a pass (the stage's: ``PASS_TOKENS``, openai-whisper's
-        sample_len); None runs each pass to Whisper's 448 positions, as transformers' generate does."""
+        sample_len); None runs each pass to Whisper's 448 positions, as transformers' generate does.
+        ``open_end_s``: a pass may not end inside a segment opened after another while this much of the row's
+        audio is left after its start (the stage's: ``OPEN_END_S``; decision 0055); None: transformers' rule."""
         self.models = models
         self.pass_tokens = pass_tokens
+        self.open_end_s = open_end_s
         main = models.main
         self.gen = main.generation_config
         self.timestamps = timestamps
@@ -263,11 +291,12 @@ class Generator:
             if self.draft is not None:
                 self.draft.start(self._draft_encoded(feats, draft_features, pending, seek, enc), capacity)
             ids = torch.tensor([prompts[b] for b in pending], device=features.device)
+            ends = [self._end_from(samples, b, seek[b]) for b in pending]
             try:
                 if search is None:
-                    decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy)
+                    decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy, ends)
                 else:
-                    decoded = search(self.main, ids, self.rules, limit)
+                    decoded = search(self.main, ids, self.rules, limit, ends)
             finally:  # an abandoned second chance (a stop) too: its caches go now, not at the next start
                 self.main.release()
                 if self.draft is not None:
@@ -275,13 +304,17 @@ class Generator:
             still = []
             for j, b in enumerate(pending):
                 window = min(self.window, features.shape[-1] - seek[b])
-                segs, moved = split_segments(
-                    decoded.tokens[j], self.rules.ts_begin, seek[b] * TIMESTAMP_S / ENCODER_STRIDE, window
-                )
+                offset_s = seek[b] * TIMESTAMP_S / ENCODER_STRIDE
+                segs, moved = split_segments(decoded.tokens[j], self.rules.ts_begin, offset_s, window)
+                if moved < window and decoded.finished[j] and self._open_end(samples):  # decision 0055
+                    tail = unclosed_tail(decoded.tokens[j], self.rules.ts_begin, offset_s, samples[b] / SAMPLE_RATE)
+                    if tail is not None:  # the rest was in this window: the pass took it
+                        segs, moved = [*segs, tail], window
                 g = out[b]
                 g.segments += segs
                 g.stats.passes += 1
                 g.pass_lengths.append(sum(len(s["tokens"]) for s in segs))
+                g.pass_ends.append(ends[j])
                 g.stats.add(decoded.stats[j])
                 g.ran_on = g.ran_on or not decoded.finished[j]
                 seek[b] += moved
@@ -294,6 +327,18 @@ class Generator:
         for g in out:
             g.tokens = [t for s in g.segments for t in s["tokens"]]
         return out
+
+    def _open_end(self, samples: list[int] | None) -> bool:
+        """Whether decision 0055's rules hold for these rows: the stage's generator, the rows' lengths known."""
+        return self.open_end_s is not None and samples is not None and self.timestamps
+
+    def _end_from(self, samples: list[int] | None, row: int, seek_frames: int) -> int:
+        """The row's ``RuleState.end_from`` for a pass from ``seek_frames``: the first timestamp token after which
+        less than ``open_end_s`` of its audio is left; 0 (transformers' rules) without the lengths or the rule."""
+        if not self._open_end(samples):
+            return 0
+        left_s = (samples[row] - seek_frames * HOP_SAMPLES) / SAMPLE_RATE - self.open_end_s
+        return self.rules.ts_begin + math.ceil(round(left_s / TIMESTAMP_S, 6)) if left_s > 0 else 0
 
     def _window(self, features, rows, seek) -> torch.Tensor:
         """Each row's features from its seek on, zero-padded to the model's window (transformers' way)."""

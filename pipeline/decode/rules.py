@@ -11,6 +11,14 @@ against transformers' own processors on many random sequences.
 A verification pass scores k+1 positions of a row at once; position j must be
 processed as if the row already held its first j draft tokens, so the state is
 stepped through the drafts (``expand``) before the masks are built.
+
+One rule is podscribe's, not transformers' (decision 0055): a pass may not end right after the opening timestamp
+of a segment that follows another (``<|a|><|b|>`` then end-of-text) while that timestamp is before ``end_from``,
+the timestamp from which less than ``OPEN_END_S`` of the row's audio is left. transformers' rule takes such an
+end as "the rest did not fit" and decodes the window again from ``<|b|>``: a whole encoder pass for the piece's
+last seconds, which were in this window all along. The row's state carries its ``end_from``
+(0: no such rule, transformers' own rules), so the rule is the same for every search, with and without a draft,
+and in the scoring pass.
 """
 
 from __future__ import annotations
@@ -32,14 +40,24 @@ class RuleState:
     last_was_timestamp: torch.Tensor  # bool: the last generated token is a timestamp
     before_last_was_timestamp: torch.Tensor  # bool: fewer than 2 generated, or the one before the last is a timestamp
     last_timestamp: torch.Tensor  # the last timestamp token generated, -1 if none
+    paired: torch.Tensor  # bool: two timestamps in a row were generated (a segment closed and the next opened)
+    end_from: (
+        torch.Tensor
+    )  # the end-of-text inside an opened segment is allowed from this timestamp token on (0: always)
 
     @classmethod
-    def initial(cls, rows: int, device) -> RuleState:
+    def initial(cls, rows: int, device, end_from: torch.Tensor | list[int] | None = None) -> RuleState:
+        """The state before any token; ``end_from``: each row's (one value for all rows, or none: 0)."""
+        ends = torch.zeros(rows, dtype=torch.long, device=device)
+        if end_from is not None:
+            ends[:] = torch.as_tensor(end_from, dtype=torch.long, device=device)
         return cls(
             torch.zeros(rows, dtype=torch.long, device=device),
             torch.zeros(rows, dtype=torch.bool, device=device),
             torch.ones(rows, dtype=torch.bool, device=device),
             torch.full((rows,), -1, dtype=torch.long, device=device),
+            torch.zeros(rows, dtype=torch.bool, device=device),
+            ends,
         )
 
     def map(self, fn) -> RuleState:
@@ -94,7 +112,12 @@ class WhisperRules:
         """The state after appending ``token`` ([B]) to each row."""
         ts = token >= self.ts_begin
         return RuleState(
-            s.n_generated + 1, ts, (s.n_generated == 0) | s.last_was_timestamp, torch.where(ts, token, s.last_timestamp)
+            s.n_generated + 1,
+            ts,
+            (s.n_generated == 0) | s.last_was_timestamp,
+            torch.where(ts, token, s.last_timestamp),
+            s.paired | (ts & s.last_was_timestamp),
+            s.end_from,
         )
 
     def expand(self, s: RuleState, drafts: torch.Tensor) -> RuleState:
@@ -123,6 +146,9 @@ class WhisperRules:
             pair_open = s.last_was_timestamp & ~s.before_last_was_timestamp  # a segment ended: its twin or end of text
             logits[..., tb:].masked_fill_(pair_closed[..., None], NEG_INF)
             logits[..., : self.eot].masked_fill_(pair_open[..., None], NEG_INF)
+            # decision 0055: no end right after a segment's opening timestamp while enough audio is left after it
+            opened = pair_closed & s.paired & (s.last_timestamp < s.end_from)
+            logits[..., self.eot].masked_fill_(opened, NEG_INF)
             has_ts = s.last_timestamp >= 0
             floor = torch.where(has_ts & ~pair_open, s.last_timestamp + 1, torch.where(has_ts, s.last_timestamp, tb))
             logits[..., tb:].masked_fill_(self.vocab[tb:] < floor[..., None], NEG_INF)

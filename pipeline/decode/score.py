@@ -91,7 +91,8 @@ def rule_states(rules: WhisperRules, g: Generated, n: int, device) -> RuleState:
     lengths = g.pass_lengths or [len(g.tokens)]
     for i, length in enumerate(lengths):
         chunk = torch.tensor([g.tokens[at : at + length]], dtype=torch.long, device=device).view(1, length)
-        expanded = rules.expand(RuleState.initial(1, device), chunk)  # states before each token and after all
+        ends = g.pass_ends[i] if i < len(g.pass_ends) else None  # as the pass ran (decision 0055)
+        expanded = rules.expand(RuleState.initial(1, device, ends), chunk)  # states before each token and after all
         keep = length + 1 if i == len(lengths) - 1 else length  # the last pass: also the end-of-text's
         states.append(expanded.map(lambda t, keep=keep: t[:, :keep]))
         at += length

@@ -50,7 +50,13 @@ def _prefill(main: KVCacheDecoder, prompts: torch.Tensor) -> None:
 
 @torch.inference_mode()
 def sample(
-    main: KVCacheDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int, temperature: float, top_k: int
+    main: KVCacheDecoder,
+    prompts: torch.Tensor,
+    rules: WhisperRules,
+    max_length: int,
+    temperature: float,
+    top_k: int,
+    end_from: list[int] | None = None,
 ) -> Decoded:
     """One row ([1, P] prompt) sampled at ``temperature`` from the top ``top_k`` tokens (0: all), to end-of-text or
     ``max_length`` (prompt included), drawing from torch's global generator as transformers does."""
@@ -59,7 +65,7 @@ def sample(
     prompt_len = prompts.shape[1]
     tokens = torch.full((1, max_length), rules.eot, dtype=torch.long, device=prompts.device)
     tokens[:, :prompt_len] = prompts
-    state, length, calls = RuleState.initial(1, prompts.device), prompt_len, 0
+    state, length, calls = RuleState.initial(1, prompts.device, end_from), prompt_len, 0
     _prefill(main, prompts)
     while length < max_length:
         logits = _next_logits(main, tokens, length)
@@ -87,6 +93,7 @@ def beam_search(
     max_length: int,
     beams: int,
     length_penalty: float = LENGTH_PENALTY,
+    end_from: list[int] | None = None,
 ) -> Decoded:
     """One row ([1, P] prompt) decoded with ``beams`` beams to ``max_length`` (prompt included): the best finished
     sequence, as transformers' beam search returns it (``early_stopping`` False). ``main`` holds one row (``start``);
@@ -107,7 +114,7 @@ def beam_search(
     done_lengths = torch.zeros(beams, dtype=torch.long, device=device)
     is_done = torch.zeros(beams, dtype=torch.bool, device=device)
     improvable = True
-    state = RuleState.initial(beams, device)
+    state = RuleState.initial(beams, device, end_from)  # one row's: every beam's
     _prefill(main, running[:, :prompt_len])
     length, calls = prompt_len, 0
     while True:
@@ -157,8 +164,10 @@ class Beams:
     beams: int
     length_penalty: float = LENGTH_PENALTY
 
-    def __call__(self, main: KVCacheDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int) -> Decoded:
-        return beam_search(main, prompts, rules, max_length, self.beams, self.length_penalty)
+    def __call__(
+        self, main: KVCacheDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int, end_from=None
+    ) -> Decoded:
+        return beam_search(main, prompts, rules, max_length, self.beams, self.length_penalty, end_from)
 
 
 @dataclass(frozen=True)
@@ -168,8 +177,10 @@ class Sampling:
     temperature: float
     top_k: int = TOP_K
 
-    def __call__(self, main: KVCacheDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int) -> Decoded:
-        return sample(main, prompts, rules, max_length, self.temperature, self.top_k)
+    def __call__(
+        self, main: KVCacheDecoder, prompts: torch.Tensor, rules: WhisperRules, max_length: int, end_from=None
+    ) -> Decoded:
+        return sample(main, prompts, rules, max_length, self.temperature, self.top_k, end_from)
 
 
 def for_rung(generation_config, beams: int, temperature: float) -> Beams | Sampling | None:

@@ -193,7 +193,7 @@ def again(
             max_new_tokens=max_new_tokens,
         )
     # scored as one pass (the rules are not restarted where a later pass began), as when transformers ran it
-    retry.pass_lengths = [len(retry.tokens)]
+    retry.pass_lengths, retry.pass_ends = [len(retry.tokens)], retry.pass_ends[:1]
     return retry
 
 

@@ -96,11 +96,12 @@ def greedy(
     max_length: int,
     draft: KVCacheDecoder | None = None,
     policy: DraftPolicy | None = None,
+    end_from: list[int] | None = None,
 ) -> Decoded:
     """Decode rows whose encoder output is already loaded into ``main`` (and ``draft``) via ``start``.
 
     ``prompts``: [B, P] — every row's prompt has the same length. ``max_length``
-    counts the prompt too (Whisper's 448).
+    counts the prompt too (Whisper's 448). ``end_from``: each row's ``RuleState.end_from`` (decision 0055).
     """
     device = prompts.device
     rows, prompt_len = prompts.shape
@@ -110,7 +111,7 @@ def greedy(
     tokens = torch.full((rows, capacity), rules.eot, dtype=torch.long, device=device)
     tokens[:, :prompt_len] = prompts
     length = torch.full((rows,), prompt_len, dtype=torch.long, device=device)
-    state = RuleState.initial(rows, device)
+    state = RuleState.initial(rows, device, end_from)
     live = torch.arange(rows, device=device)  # original row index of each row still in the batch
     out_tokens: list[list[int]] = [[] for _ in range(rows)]
     finished = [False] * rows

@@ -44,7 +44,7 @@ from ..audio import vad
 from ..audio.media import SAMPLE_RATE, rms_db
 from ..facts.records import PieceResult, RawSegment, Word
 from ..facts.runtime import return_freed_memory
-from ..facts.whisper import PASS_TOKENS
+from ..facts.whisper import OPEN_END_S, PASS_TOKENS
 from ..models.load import Models
 from . import auto, recover, score, second_chances
 from . import segments as cleanup
@@ -92,7 +92,9 @@ class Transcriber:
         if not self.multilingual and options.task == "translate":
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot translate")
         use_assistant = use_assistant and models.assistant is not None
-        self.plain = Generator(models, timestamps=True, use_assistant=False, pass_tokens=PASS_TOKENS)
+        self.plain = Generator(
+            models, timestamps=True, use_assistant=False, pass_tokens=PASS_TOKENS, open_end_s=OPEN_END_S
+        )
         self.context = self.plain.context(options.initial_prompt, options.hotwords)  # [] without a prompt
         whole = self.plain.context(options.initial_prompt, options.hotwords, limit=False)
         if len(whole) > len(self.context):  # said once, before any decoding
@@ -103,7 +105,11 @@ class Transcriber:
                 len(self.context) - 1,
                 self.plain.max_positions,
             )
-        self.speculative = Generator(models, timestamps=True, pass_tokens=PASS_TOKENS) if use_assistant else None
+        self.speculative = (
+            Generator(models, timestamps=True, pass_tokens=PASS_TOKENS, open_end_s=OPEN_END_S)
+            if use_assistant
+            else None
+        )
         self.choice: auto.Choice | None = None
         if not models.auto:
             self.choice = auto.Choice(
