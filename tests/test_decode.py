@@ -76,8 +76,11 @@ def test_a_batch_projects_its_cross_attention_once_for_every_pass_over_it(
     finished and the rows left read the shared rows in separate runs (their own rows: int8's batch equals
     each piece decoded alone)."""
 
-    from pipeline.decode import forced, kv_cache
+    from pipeline.decode import forced, kv_cache, transcriber
 
+    # later passes as transformers' rule runs them: the stage's own (decision 0055) leaves one only after a pass cut
+    # at its token cap, through the same code
+    monkeypatch.setattr(transcriber, "OPEN_END_S", None)
     # a short piece among long ones finishes first (the rows left are 0, 2, 3 of the shared rows); the pieces
     # cut in speech take later passes
     pieces = [speech_pieces[0], speech_pieces[1][: 3 * media.SAMPLE_RATE], *cut_in_speech]
@@ -118,8 +121,9 @@ def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(
     inside each later pass (whose rules start afresh) the scores are the whole row's, to the bit. In int8 (the
     CPU's default): its output projection is row-exact, so any difference is the chunking's. The chunks' code
     does not depend on the dtype; float32 would compare within its matrix product's blocking."""
-    from pipeline.decode import score
+    from pipeline.decode import score, transcriber
 
+    monkeypatch.setattr(transcriber, "OPEN_END_S", None)  # later passes as transformers' rule runs them (above)
     pieces = [speech_pieces[0], *cut_in_speech]
     models = int8_copy(tiny_en_models)
     scored = {}
@@ -232,7 +236,8 @@ def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary
     alone, a 5 s one closing at 1.20 s goes on from there; without the rows' lengths both go on (transformers'
     short-form rule).
     The pass it keeps is the same either way, and the rule is the same with a draft (a seq2seq one here) and for a
-    second chance's search (beams, samples: one piece at a time)."""
+    second chance's search (beams, samples: one piece at a time). The first passes are planted as cut at their
+    token cap: in the stage, a pass that ended is the piece's whole decode (decision 0055, the next test)."""
     from pipeline.decode import generate, second_chances
     from pipeline.decode.speculative import Decoded
     from pipeline.facts.records import DecodeStats
@@ -249,7 +254,8 @@ def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary
             tokens = [[ts, text, ts + 150, ts + 160], [ts, text, ts + 60, ts + 70]]
         else:  # a later pass ends on a single timestamp: the row is done
             tokens = [[ts, text, ts + 10]] * rows
-        return Decoded(tokens, [True] * rows, [DecodeStats() for _ in range(rows)])
+        # the first pass cut at its token cap: one that ended would be the piece's in the stage (decision 0055)
+        return Decoded(tokens, [len(calls) > 1] * rows, [DecodeStats() for _ in range(rows)])
 
     monkeypatch.setattr(generate, "greedy", planted)
     features = Transcriber(main, DecodeOptions(language="en")).features(pieces)
@@ -275,7 +281,7 @@ def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary
         def search(_main, prompts, *_args) -> Decoded:
             calls.append(prompts.shape[0])
             first = [[ts, text, ts + 150, ts + 160], [ts, text, ts + 60, ts + 70]][piece]
-            return Decoded([first if len(calls) == 1 else [ts, text, ts + 10]], [True], [DecodeStats()])
+            return Decoded([first if len(calls) == 1 else [ts, text, ts + 10]], [len(calls) > 1], [DecodeStats()])
 
         return search
 
@@ -289,11 +295,12 @@ def test_a_later_pass_starts_only_where_the_piece_has_audio_left(base_vocabulary
 
 def test_a_pass_of_the_stage_keeps_the_rest_of_its_window(base_vocabulary, speech_pieces, monkeypatch):
     """Decision 0055 through the real generator (a random Whisper's encoder and caches; the loop's tokens planted).
-    Each pass is told its rows' ``end_from``: the timestamp from which less than 1 s of the row's audio is left
-    (0 where less than that is left at all, and for transformers' rule). A first pass that ends on text inside a
+    Each pass is told its rows' ``end_from``: the timestamp from which less than 1 s of the row's voice (as the VAD
+    heard it; else of its audio) is left (0 where less than that is left at all, and for transformers' rule). A first pass that ends on text inside a
     segment it opened after another keeps that text, to the piece's end: one pass, where transformers' rule (a
     generator without ``open_end_s``, or not told the lengths) drops it and decodes again from the last closing
-    timestamp. A pass cut at its token cap goes on as before; and the scoring reads each pass's ``end_from``."""
+    timestamp; one that ends after an opening timestamp with less than 1 s left is the piece's too. A pass cut at
+    its token cap goes on as before; and the scoring reads each pass's ``end_from``."""
     from pipeline.decode import generate
     from pipeline.decode.speculative import Decoded
     from pipeline.facts.records import DecodeStats
@@ -322,6 +329,14 @@ def test_a_pass_of_the_stage_keeps_the_rest_of_its_window(base_vocabulary, speec
     assert [g.segments[-1]["start"] for g in kept] == pytest.approx([1.4, 1.4])
     assert [g.segments[-1]["end"] for g in kept] == pytest.approx([2.5, 5.0])
     assert [g.tokens for g in kept] == first and [g.pass_ends for g in kept] == [[ts + 75], [ts + 200]]
+    calls, first = [], [[ts, text, ts + 100, ts + 110], [ts, text, ts + 210, ts + 220]]
+    ended = stage.generate(features, prompts, samples=lengths)  # after <|2.20|> / <|4.40|>: under 1 s left
+    assert len(calls) == 1 and [g.stats.passes for g in ended] == [1, 1] and [g.tokens for g in ended] == first
+    assert [g.segments[-1]["end"] for g in ended] == pytest.approx([2.0, 4.2])
+    calls, first = [], [[ts, text, ts + 60, ts + 70, text + 1, text + 2], [ts, text, ts + 60, ts + 70, text + 3]]
+    # with the VAD's voice, what is left is voice: 0.5 s in all (no rule), 1 s left from 3.50 s
+    stage.generate(features, prompts, samples=lengths, voices=[[(0.0, 0.5)], [(0.0, 1.0), (2.0, 4.5)]])
+    assert calls == [[0, ts + 175]]
     for told, generator in ((False, stage), (True, generate.Generator(main))):
         calls = []
         again = generator.generate(features, prompts, samples=lengths if told else None)

@@ -56,9 +56,10 @@ def calibrate(
     margin: float = 0.05,
     cross: CrossKV | None = None,
     samples: list[int] | None = None,
+    voices: list | None = None,
 ) -> Choice:
-    """Time each mode on these pieces (already through the encoder; ``samples``: their lengths, so that the passes
-    timed are the ones the stage runs); the fastest identical mode wins."""
+    """Time each mode on these pieces (already through the encoder; ``samples``: their lengths, ``voices``: their
+    VAD voice, so that the passes timed are the ones the stage runs); the fastest identical mode wins."""
 
     def run(generator: Generator, size: int) -> float:
         start = time.perf_counter()
@@ -71,6 +72,7 @@ def calibrate(
                 None if draft_features is None else draft_features[part],
                 None if cross is None else cross.rows(part),
                 None if samples is None else samples[part],
+                voices=None if voices is None else voices[part],
             )
         return time.perf_counter() - start
 

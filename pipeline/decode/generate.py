@@ -20,8 +20,10 @@ token for token, segment for segment — whether or not an assistant drafts:
   (decision 0052). Only a pass longer than that moves: a loop, which the fallback then decodes again, or speech
   too dense for it, whose unfinished segment the next pass decodes again from its last timestamp;
 - and a third, where the generator is given ``open_end_s`` with the audio lengths (the stage's are): a pass may not
-  end inside a segment it opened after another while ``open_end_s`` or more of the row's audio is left after that
-  segment's start (``rules.py``; decision 0055). transformers would end there and decode the rest again as a
+  end right after opening a segment while ``open_end_s`` or more of the row's voice (its audio where no VAD ran)
+  is left after that segment's start (``rules.py``); where it ends there with less left, or ends inside a segment
+  it left open (whose text it keeps: ``unclosed_tail``), the piece is done (decision 0055). Only a pass cut at its
+  token cap is followed by a later one. transformers would end there and decode the rest again as a
   window of its own (an encoder pass for the piece's last seconds, on unseen long-form one window in six); here
   the pass goes on and writes that rest in the window it has.
 
@@ -168,6 +170,20 @@ def unclosed_tail(seq: list[int], ts_begin: int, offset_s: float, audio_end_s: f
     return {"start": start, "end": max(start, audio_end_s), "tokens": seq[opening + 1 :]}
 
 
+def voice_until(spans: list[tuple[float, float]], from_s: float, need_s: float) -> float | None:
+    """The latest time from which ``need_s`` of voice (``spans``, seconds) is still to come, no earlier than
+    ``from_s``; None where less than that is heard after ``from_s``."""
+    left = need_s
+    for lo, hi in reversed(spans):
+        lo = max(lo, from_s)
+        if hi <= lo:
+            continue
+        if hi - lo >= left:
+            return hi - left
+        left -= hi - lo
+    return None
+
+
 def audio_left(seek_frames: int, frames: int, samples: list[int] | None, row: int) -> bool:
     """Whether a later pass from ``seek_frames`` has anything to read: the features go on (transformers' rule),
     and, where the row's audio length is known, the seek is inside its whole mel frames (openai-whisper's
@@ -243,6 +259,7 @@ class Generator:
         samples: list[int] | None = None,
         search: Search | None = None,
         max_new_tokens: int | None = None,
+        voices: list[list[tuple[float, float]] | None] | None = None,
     ) -> list[Generated]:
         """Decode rows of 3000-frame features. ``encoded``: the main encoder's output for them, if at hand;
         ``cross``: the main model's cross-attention keys/values over it. The first pass reads them; a later
@@ -255,7 +272,9 @@ class Generator:
 
         ``search``: a second chance's search (``search.Beams``, ``search.Sampling``; one row, the main model
         alone) instead of greedy decoding; ``max_new_tokens``: at most that many tokens a pass after the prompt
-        (transformers' ``max_new_tokens``) instead of the generator's ``pass_tokens``."""
+        (transformers' ``max_new_tokens``) instead of the generator's ``pass_tokens``. ``voices``: each row's voice
+        as the VAD heard it (piece-relative seconds; None where not heard), what decision 0055's rule measures
+        what is left by (else the audio's length)."""
         if cross is not None and encoded is None:
             raise ValueError("cross-attention keys/values come with the encoder output they were projected from")
         if search is not None and (self.draft is not None or features.shape[0] != 1):
@@ -291,7 +310,7 @@ class Generator:
             if self.draft is not None:
                 self.draft.start(self._draft_encoded(feats, draft_features, pending, seek, enc), capacity)
             ids = torch.tensor([prompts[b] for b in pending], device=features.device)
-            ends = [self._end_from(samples, b, seek[b]) for b in pending]
+            ends = [self._end_from(samples, voices, b, seek[b]) for b in pending]
             try:
                 if search is None:
                     decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy, ends)
@@ -308,8 +327,9 @@ class Generator:
                 segs, moved = split_segments(decoded.tokens[j], self.rules.ts_begin, offset_s, window)
                 if moved < window and decoded.finished[j] and self._open_end(samples):  # decision 0055
                     tail = unclosed_tail(decoded.tokens[j], self.rules.ts_begin, offset_s, samples[b] / SAMPLE_RATE)
-                    if tail is not None:  # the rest was in this window: the pass took it
-                        segs, moved = [*segs, tail], window
+                    # the rest was in this window: the pass took it (an open last segment), or it ended after an
+                    # opening timestamp with less than open_end_s of voice left, which the rules allowed only then
+                    segs, moved = ([*segs, tail] if tail is not None else segs), window
                 g = out[b]
                 g.segments += segs
                 g.stats.passes += 1
@@ -332,13 +352,21 @@ class Generator:
         """Whether decision 0055's rules hold for these rows: the stage's generator, the rows' lengths known."""
         return self.open_end_s is not None and samples is not None and self.timestamps
 
-    def _end_from(self, samples: list[int] | None, row: int, seek_frames: int) -> int:
+    def _end_from(self, samples: list[int] | None, voices, row: int, seek_frames: int) -> int:
         """The row's ``RuleState.end_from`` for a pass from ``seek_frames``: the first timestamp token after which
-        less than ``open_end_s`` of its audio is left; 0 (transformers' rules) without the lengths or the rule."""
+        less than ``open_end_s`` of the row's voice (the VAD's spans, where given) or else of its audio is left; 0
+        (transformers' rules) where less than that is left at all, and without the lengths or the rule."""
         if not self._open_end(samples):
             return 0
-        left_s = (samples[row] - seek_frames * HOP_SAMPLES) / SAMPLE_RATE - self.open_end_s
-        return self.rules.ts_begin + math.ceil(round(left_s / TIMESTAMP_S, 6)) if left_s > 0 else 0
+        seek_s = seek_frames * HOP_SAMPLES / SAMPLE_RATE
+        heard = voices[row] if voices is not None else None
+        if heard is None:
+            until_s = samples[row] / SAMPLE_RATE - self.open_end_s
+        else:
+            until_s = voice_until(heard, seek_s, self.open_end_s)
+        if until_s is None or until_s <= seek_s:
+            return 0
+        return self.rules.ts_begin + math.ceil(round((until_s - seek_s) / TIMESTAMP_S, 6))
 
     def _window(self, features, rows, seek) -> torch.Tensor:
         """Each row's features from its seek on, zero-padded to the model's window (transformers' way)."""

@@ -14,9 +14,9 @@ stepped through the drafts (``expand``) before the masks are built.
 
 One rule is podscribe's, not transformers' (decision 0055): a pass may not end right after the opening timestamp
 of a segment that follows another (``<|a|><|b|>`` then end-of-text) while that timestamp is before ``end_from``,
-the timestamp from which less than ``OPEN_END_S`` of the row's audio is left. transformers' rule takes such an
-end as "the rest did not fit" and decodes the window again from ``<|b|>``: a whole encoder pass for the piece's
-last seconds, which were in this window all along. The row's state carries its ``end_from``
+the timestamp from which less than ``OPEN_END_S`` of the row's voice (as the VAD heard it; else of its audio) is
+left. transformers' rule takes such an end as "the rest did not fit" and decodes the window again from ``<|b|>``:
+a whole encoder pass for the piece's last seconds, which were in this window all along. The row's state carries its ``end_from``
 (0: no such rule, transformers' own rules), so the rule is the same for every search, with and without a draft,
 and in the scoring pass.
 """

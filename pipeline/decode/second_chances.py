@@ -137,6 +137,7 @@ def _ladder(t: Stage, batch: Batch, attempt: Attempt) -> None:
             temperature,
             most,
             len(batch.audio[i]),
+            r.voice,
         )
         trial = PieceResult()
         t.score(encoded[i : i + 1], languages[i : i + 1], [retry], [trial])
@@ -177,10 +178,12 @@ def again(
     temperature: float,
     max_new_tokens: int,
     samples: int | None = None,
+    voice: list[tuple[float, float]] | None = None,
 ) -> Generated:
     """One piece decoded again by the main model alone in podscribe's loop (``search.py``: beam search, or seeded
     sampling; transformers' tokens), at most ``max_new_tokens`` a pass. ``samples``: the piece's length, so that
-    a later pass starts only where it has audio left, as the first pass's (``generate.audio_left``)."""
+    a later pass starts only where it has audio left, as the first pass's (``generate.audio_left``); ``voice``: its
+    VAD voice, which decision 0055's rule measures what is left by, as the first pass's."""
     cuda = [features.device.index or 0] if features.device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda):  # seeded here, the caller's random state untouched
         torch.manual_seed(recover.SEED)
@@ -190,6 +193,7 @@ def again(
             encoded,
             samples=None if samples is None else [samples],
             search=search.for_rung(t.plain.gen, beams, temperature),
+            voices=[voice],
             max_new_tokens=max_new_tokens,
         )
     # scored as one pass (the rules are not restarted where a later pass began), as when transformers ran it

@@ -289,6 +289,7 @@ class Transcriber:
         prompts = [self.prompt(lang) for lang in languages]
         draft_features = self.speculative.draft_features(audio) if self.speculative is not None else None
         samples = [len(a) for a in audio]
+        voices = [r.voice for r in results]  # where the VAD heard voice (decision 0055's rule measures by it)
         if self.choice is None:
             self.choice = auto.calibrate(
                 self.plain,
@@ -301,6 +302,7 @@ class Transcriber:
                 draft_features,
                 cross=cross,
                 samples=samples,
+                voices=voices,
             )
         generator = self.speculative if self.choice.speculative else self.plain
         size = self.choice.batch_size
@@ -314,6 +316,7 @@ class Transcriber:
                 None if draft_features is None else draft_features[part],
                 cross.rows(part),
                 samples[part],
+                voices=voices[part],
             )
         for r, g in zip(results, generated):
             r.stats = replace(g.stats)

@@ -22,8 +22,8 @@ WINDOW_S = 30  # every input is padded or cut to this
 WINDOW_MEL_FRAMES = WINDOW_S * SAMPLE_RATE // HOP_SAMPLES  # 3000
 TIMESTAMP_S = 0.02  # seconds per timestamp token: <|0.00|>, <|0.02|>, ... <|30.00|>
 PASS_TOKENS = 224  # openai-whisper's sample_len (n_text_ctx // 2): the most tokens a pass decodes; a loop ends there
-# a pass may not end inside a segment it opened after another while this much audio is left after its start
-# (decision 0055: transformers would decode that rest again as a window of its own)
+# a pass may not end right after opening a segment while this much voice (the VAD's; else audio) is left after its
+# start (decision 0055: transformers would decode that rest again as a window of its own)
 OPEN_END_S = 1.0
 
 
