@@ -325,11 +325,11 @@ class Generator:
                 window = min(self.window, features.shape[-1] - seek[b])
                 offset_s = seek[b] * TIMESTAMP_S / ENCODER_STRIDE
                 segs, moved = split_segments(decoded.tokens[j], self.rules.ts_begin, offset_s, window)
-                if moved < window and decoded.finished[j] and self._open_end(samples):  # decision 0055
+                if decoded.finished[j] and self._open_end(samples):  # decision 0055: a pass that ended is the piece's
                     tail = unclosed_tail(decoded.tokens[j], self.rules.ts_begin, offset_s, samples[b] / SAMPLE_RATE)
-                    # the rest was in this window: the pass took it (an open last segment), or it ended after an
-                    # opening timestamp with less than open_end_s of voice left, which the rules allowed only then
-                    segs, moved = ([*segs, tail] if tail is not None else segs), window
+                    # an open last segment keeps its text; a pass that ended right after an opening timestamp had
+                    # less than open_end_s of voice left, the rules allowed it only then
+                    segs, moved = ([*segs, tail] if tail is not None else segs), max(moved, window)
                 g = out[b]
                 g.segments += segs
                 g.stats.passes += 1
@@ -353,7 +353,7 @@ class Generator:
         return self.open_end_s is not None and samples is not None and self.timestamps
 
     def _end_from(self, samples: list[int] | None, voices, row: int, seek_frames: int) -> int:
-        """The row's ``RuleState.end_from`` for a pass from ``seek_frames``: the first timestamp token after which
+        """The row's ``RuleState.end_from`` for a pass from ``seek_frames``: the first timestamp token from which
         less than ``open_end_s`` of the row's voice (the VAD's spans, where given) or else of its audio is left; 0
         (transformers' rules) where less than that is left at all, and without the lengths or the rule."""
         if not self._open_end(samples):
@@ -366,7 +366,7 @@ class Generator:
             until_s = voice_until(heard, seek_s, self.open_end_s)
         if until_s is None or until_s <= seek_s:
             return 0
-        return self.rules.ts_begin + math.ceil(round((until_s - seek_s) / TIMESTAMP_S, 6))
+        return self.rules.ts_begin + math.floor(round((until_s - seek_s) / TIMESTAMP_S, 6)) + 1  # 1 s or more left
 
     def _window(self, features, rows, seek) -> torch.Tensor:
         """Each row's features from its seek on, zero-padded to the model's window (transformers' way)."""
