@@ -207,8 +207,9 @@ class Generator:
     ):
         """``pass_tokens``: at most that many tokens a pass (the stage's: ``PASS_TOKENS``, openai-whisper's
         sample_len); None runs each pass to Whisper's 448 positions, as transformers' generate does.
-        ``open_end_s``: a pass may not end inside a segment opened after another while this much of the row's
-        audio is left after its start (the stage's: ``OPEN_END_S``; decision 0055); None: transformers' rule."""
+        ``open_end_s``: a pass may not end right after opening a segment while this much of the row's voice (else
+        audio) is left after its start, and a pass that ended is its piece's (the stage's: ``OPEN_END_S``; decision
+        0055); None: transformers' rule."""
         self.models = models
         self.pass_tokens = pass_tokens
         self.open_end_s = open_end_s

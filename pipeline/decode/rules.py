@@ -15,10 +15,10 @@ stepped through the drafts (``expand``) before the masks are built.
 One rule is podscribe's, not transformers' (decision 0055): a pass may not end right after the opening timestamp
 of a segment that follows another (``<|a|><|b|>`` then end-of-text) while that timestamp is before ``end_from``,
 the timestamp from which less than ``OPEN_END_S`` of the row's voice (as the VAD heard it; else of its audio) is
-left. transformers' rule takes such an end as "the rest did not fit" and decodes the window again from ``<|b|>``:
-a whole encoder pass for the piece's last seconds, which were in this window all along. The row's state carries its ``end_from``
-(0: no such rule, transformers' own rules), so the rule is the same for every search, with and without a draft,
-and in the scoring pass.
+left. transformers' rule takes such an end as "the rest did not fit" and decodes the window again from ``<|a|>``:
+a whole encoder pass for the piece's last seconds, which were in this window all along. The row's state carries
+its ``end_from`` (0: no such rule, transformers' own rules), so the rule is the same for every search, with and
+without a draft, and in the scoring pass.
 """
 
 from __future__ import annotations
@@ -41,9 +41,7 @@ class RuleState:
     before_last_was_timestamp: torch.Tensor  # bool: fewer than 2 generated, or the one before the last is a timestamp
     last_timestamp: torch.Tensor  # the last timestamp token generated, -1 if none
     paired: torch.Tensor  # bool: two timestamps in a row were generated (a segment closed and the next opened)
-    end_from: (
-        torch.Tensor
-    )  # the end-of-text inside an opened segment is allowed from this timestamp token on (0: always)
+    end_from: torch.Tensor  # end-of-text right after an opening timestamp: allowed from this one on (0: always)
 
     @classmethod
     def initial(cls, rows: int, device, end_from: torch.Tensor | list[int] | None = None) -> RuleState:
@@ -146,7 +144,7 @@ class WhisperRules:
             pair_open = s.last_was_timestamp & ~s.before_last_was_timestamp  # a segment ended: its twin or end of text
             logits[..., tb:].masked_fill_(pair_closed[..., None], NEG_INF)
             logits[..., : self.eot].masked_fill_(pair_open[..., None], NEG_INF)
-            # decision 0055: no end right after a segment's opening timestamp while enough audio is left after it
+            # decision 0055: no end right after a segment's opening timestamp while enough voice is left after it
             opened = pair_closed & s.paired & (s.last_timestamp < s.end_from)
             logits[..., self.eot].masked_fill_(opened, NEG_INF)
             has_ts = s.last_timestamp >= 0
