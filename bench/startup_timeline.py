@@ -15,6 +15,7 @@ The functions are ``module:attribute`` or ``module:Class.method``; the run is ``
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import concurrent.futures
 import importlib
@@ -94,14 +95,15 @@ def main() -> None:
     for target in sys.argv[1].split(","):
         wrap(target)
     sys.argv = ["podscribe", *sys.argv[3:]]
-    try:
-        runpy.run_module("podscribe", run_name="__main__")
-    except SystemExit:
-        pass
-    finally:
-        print(f"wall {time.perf_counter() - t0:.2f} s", file=sys.stderr)
-        for start, end, thread, what in sorted(events):
-            print(f"{start:6.2f} {end:6.2f} {end - start:5.2f}  {thread[:14]:14} {what}", file=sys.stderr)
+    # an atexit handler: the command ends with os._exit after running them (pipeline/cli/console.py, decision 0053)
+    atexit.register(report)
+    runpy.run_module("podscribe", run_name="__main__")
+
+
+def report() -> None:
+    print(f"wall {time.perf_counter() - t0:.2f} s", file=sys.stderr)
+    for start, end, thread, what in sorted(events):
+        print(f"{start:6.2f} {end:6.2f} {end - start:5.2f}  {thread[:14]:14} {what}", file=sys.stderr)
 
 
 if __name__ == "__main__":
