@@ -2,57 +2,72 @@
 inputs the float model feeds it while decoding six clips of ../shared/speech: podscribe's (activations per row
 over 127 levels, reduce_range; weights 255 levels), activations over 255 levels, and 255 activation levels with
 weights over 129 (the pair of products then fits AVX2's 16-bit sums). Run from the repository root."""
-import json, warnings, torch, numpy as np, subprocess
-warnings.filterwarnings("ignore")
+
+import json
+import subprocess
+import warnings
+
+import numpy as np
+import torch
 from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
 from pipeline.models.registry import resolve
-from pipeline.backend import quantize as q
-loc = resolve("base").location
-model = WhisperForConditionalGeneration.from_pretrained(loc, torch_dtype=torch.float32).eval()
-proc = WhisperProcessor.from_pretrained(loc)
-refs = [json.loads(l) for l in open("../shared/speech/references.jsonl")][:6]
-print(refs[0].keys())
-caps = {}
-def hook(name):
-    def f(mod, inp, out):
-        caps.setdefault(name, []).append(inp[0].detach().reshape(-1, inp[0].shape[-1])[:64].clone())
-    return f
-for n, m in model.named_modules():
-    if type(m) is torch.nn.Linear:
-        m.register_forward_hook(hook(n))
-def load(p):
-    raw = subprocess.run(["ffmpeg","-nostdin","-i",p,"-f","f32le","-ac","1","-ar","16000","-"],capture_output=True).stdout
-    return np.frombuffer(raw, np.float32)[:16000*30]
-with torch.inference_mode():
-    for r in refs:
-        a = load("../shared/speech/"+r["audio"])
-        feats = proc(a, sampling_rate=16000, return_tensors="pt").input_features
-        model.generate(feats, max_new_tokens=60)
-def scheme(w, x, wq, aq):
-    # w: [out,in]; per-channel symmetric weights with wq levels each side; per-row activation quant
+
+warnings.filterwarnings("ignore")
+SCHEMES = {"cur w127.5/a127": (127.5, 127), "a255 w127.5": (127.5, 255), "a255 w64": (64, 255)}
+
+
+def load(path: str) -> np.ndarray:
+    cmd = ["ffmpeg", "-nostdin", "-i", path, "-f", "f32le", "-ac", "1", "-ar", "16000", "-"]
+    return np.frombuffer(subprocess.run(cmd, capture_output=True).stdout, np.float32)[: 16000 * 30]
+
+
+def scheme(w: torch.Tensor, x: torch.Tensor, wq: float, aq: int) -> torch.Tensor:
+    """Weights per channel over ``wq`` levels each side, activations per row over ``aq`` levels of [-1, 1]."""
     s = w.abs().amax(1, keepdim=True) / wq
     wd = (w / s).round().clamp(-wq, wq) * s
     xs = x.abs().amax(1, keepdim=True).clamp_min(1e-12)
-    u = x / xs
-    step = 2.0 / aq  # [-1,1] over aq levels (asymmetric affine with zero point ~ middle)
-    ud = torch.round((u + 1) / step) * step - 1
+    step = 2.0 / aq
+    ud = torch.round((x / xs + 1) / step) * step - 1
     return (ud * xs) @ wd.T
-res = {}
-for n, m in model.named_modules():
-    if type(m) is torch.nn.Linear and n in caps:
-        x = torch.cat(caps[n])[:256]; w = m.weight.detach()
-        ref = x @ w.T
-        part = "enc" if "encoder" in n else "dec"
-        for name, (wq, aq) in {"cur w127.5/a127": (127.5, 127), "a255 w127.5": (127.5, 255), "a255 w64": (64, 255)}.items():
-            e = ((scheme(w, x, wq, aq) - ref).norm() / ref.norm()).item()
-            res.setdefault((part, name), []).append(e)
-for k, v in sorted(res.items()):
-    print(k, "mean rel err %.4f  max %.4f" % (np.mean(v), np.max(v)))
-rows = []
-for n, m in model.named_modules():
-    if type(m) is torch.nn.Linear and n in caps:
-        x = torch.cat(caps[n])[:256]; w = m.weight.detach(); ref = x @ w.T
-        e1 = ((scheme(w, x, 127.5, 127) - ref).norm() / ref.norm()).item()
-        e2 = ((scheme(w, x, 64, 255) - ref).norm() / ref.norm()).item()
-        rows.append((e1, e2, n))
-for r in sorted(rows, reverse=True)[:14]: print("%.3f %.3f %s" % r)
+
+
+def main() -> None:
+    loc = resolve("base").location
+    model = WhisperForConditionalGeneration.from_pretrained(loc, torch_dtype=torch.float32).eval()
+    proc = WhisperProcessor.from_pretrained(loc)
+    with open("../shared/speech/references.jsonl") as f:
+        refs = [json.loads(line) for line in f][:6]
+    caps: dict[str, list] = {}
+
+    def hook(name):
+        def keep(_module, inp, _out):
+            caps.setdefault(name, []).append(inp[0].detach().reshape(-1, inp[0].shape[-1])[:64].clone())
+
+        return keep
+
+    for n, m in model.named_modules():
+        if type(m) is torch.nn.Linear:
+            m.register_forward_hook(hook(n))
+    with torch.inference_mode():
+        for r in refs:
+            feats = proc(load("../shared/speech/" + r["audio"]), sampling_rate=16000, return_tensors="pt")
+            model.generate(feats.input_features, max_new_tokens=60)
+    res: dict[tuple, list] = {}
+    rows = []
+    for n, m in model.named_modules():
+        if type(m) is torch.nn.Linear and n in caps:
+            x, w = torch.cat(caps[n])[:256], m.weight.detach()
+            ref = x @ w.T
+            errors = {k: ((scheme(w, x, *v) - ref).norm() / ref.norm()).item() for k, v in SCHEMES.items()}
+            for k, e in errors.items():
+                res.setdefault(("enc" if "encoder" in n else "dec", k), []).append(e)
+            rows.append((errors["cur w127.5/a127"], errors["a255 w64"], n))
+    for k, v in sorted(res.items()):
+        print(k, f"mean rel err {np.mean(v):.4f}  max {np.max(v):.4f}")
+    for e1, e2, n in sorted(rows, reverse=True)[:14]:
+        print(f"{e1:.3f} {e2:.3f} {n}")
+
+
+if __name__ == "__main__":
+    main()
