@@ -72,6 +72,9 @@ class Generated:
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
     pass_ends: list[int] = field(default_factory=list)  # each pass's ``RuleState.end_from`` (the scoring's rules)
     ran_on: bool = False  # a pass used all its tokens without end-of-text (what a fallback attempt is judged by)
+    # the loop's log-probability of each of ``tokens`` and of the end-of-text, where the scoring pass would score
+    # what the loop computed (``loop_scores``); None: the scoring pass scores the row
+    scores: list[float] | None = None
 
 
 def log_mel(extractor, audio: list[np.ndarray], device, dtype) -> torch.Tensor:
@@ -152,6 +155,21 @@ def split_segments(seq: list[int], ts_begin: int, offset_s: float, window_frames
     if single_ending:
         return segments, window_frames
     return segments, (seq[begin - 2] - ts_begin) * ENCODER_STRIDE
+
+
+def loop_scores(decoded, row: int, segments: list[dict]) -> bool:
+    """Whether a pass's own log-probabilities stand for the row's in the scoring pass (``score.py``), so that it
+    need not run: greedy decoding scored them (``Decoded.scores``: int8 on the CPU, where a verify step's logits
+    are a one-token step's bits, ``KVCacheDecoder.row_exact``: the same scores with and without a draft), the pass
+    ended with end-of-text, and its segments keep every token it decoded (transformers' rule drops an open tail's).
+    The scoring pass feeds the row teacher-forced and gets the same logits up to the attention's summation order
+    over more queries (int8 turns that into a rounding step now and then)."""
+    return (
+        row < len(decoded.scores)
+        and decoded.finished[row]
+        and [t for s in segments for t in s["tokens"]] == decoded.tokens[row]
+        and len(decoded.scores[row]) == len(decoded.tokens[row]) + 1
+    )
 
 
 def unclosed_tail(seq: list[int], ts_begin: int, offset_s: float, audio_end_s: float) -> dict | None:
@@ -332,6 +350,8 @@ class Generator:
                     # less than open_end_s of voice left, the rules allowed it only then
                     segs, moved = ([*segs, tail] if tail is not None else segs), max(moved, window)
                 g = out[b]
+                if first and loop_scores(decoded, j, segs):
+                    g.scores = decoded.scores[j]
                 g.segments += segs
                 g.stats.passes += 1
                 g.pass_lengths.append(sum(len(s["tokens"]) for s in segs))
@@ -341,6 +361,7 @@ class Generator:
                 seek[b] += moved
                 if self.timestamps and moved > 0 and audio_left(seek[b], features.shape[-1], samples, b):
                     still.append(b)
+                    g.scores = None  # a later pass reads this one's tokens as context: the scoring pass's row
             pending, first = still, False
         if overwritten:
             rows = sorted(overwritten)

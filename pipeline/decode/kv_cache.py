@@ -127,6 +127,11 @@ class KVCacheDecoder:
         self.vocab_size = model.config.vocab_size
         self.cross_dtype = self.dtype
         self.exact = exact
+        # every product row-exact (int8, ``Int8Linear``) and attention one position at a time (``exact``, CPU): a
+        # verify step's logits are then a one-token step's bits, so are the loop's scores (``speculative.greedy``);
+        # float32's products are blocked by their number of rows, which moves a last bit (never a token in the tests)
+        float_products = any(isinstance(m, torch.nn.Linear) for m in decoder.modules())
+        self.row_exact = exact and type(self.proj_out) is Int8Linear and not float_products
         self.on_forward: Callable[[], None] | None = None  # asked before every call (a second chance's stop)
         if not exact and self.dtype == torch.float32 and cpu_has_bf16_units():
             self.cross_dtype = torch.bfloat16

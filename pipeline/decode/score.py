@@ -1,8 +1,9 @@
 """Whisper's checks on a decoded piece: its average log-probability, compression ratio and the no-speech rule.
 
-The average log-probability is one teacher-forced pass of the main model (``forced.py``) over the tokens as
-decoded, each scored after Whisper's logits rules as the decoder chose it (transformers' and openai-whisper's
-``avg_logprob``); the compression ratio is the text's length over its zlib-compressed length (a looping text
+The average log-probability scores each token after Whisper's logits rules as the decoder chose it (transformers'
+and openai-whisper's ``avg_logprob``): the decoding loop's own scores where it computed them (a greedy pass that
+ended, on the CPU, where they are the same bits with and without a draft), else one teacher-forced pass of the main
+model (``forced.py``) over the tokens as decoded; the compression ratio is the text's length over its zlib-compressed length (a looping text
 compresses well). The no-speech rule and the second chances (``second_chances.py``) read both.
 """
 
@@ -51,7 +52,7 @@ def avg_logprobs(
     results: list[PieceResult],
     cross=None,
 ) -> None:
-    """Average log-probability of each sequence (with its end-of-text) into ``results``, one teacher-forced pass.
+    """Average log-probability of each sequence (with its end-of-text) into ``results``.
 
     Each token is scored as the decoder chose it: log-softmax of the logits after Whisper's rules
     (suppressed tokens, timestamp rules; restarted at each pass), as transformers' and
@@ -59,7 +60,23 @@ def avg_logprobs(
     first (the model wants text after a prompt: -14 instead of -2 on that token, enough to push a
     short piece under the log-prob threshold). A token the rules forbid where the teacher-forced row
     differs from the decoding (the end-of-text after a row cut at the length limit) keeps its raw score.
+
+    Where the decoding loop scored the row itself (``Generated.scores``: one greedy pass that ended, on the CPU)
+    those scores are taken; the other rows get one teacher-forced pass (a later pass, a row cut at the length
+    limit, a second chance's search, a GPU). The pass was 7% of a long-form run for what the loop had computed.
     """
+    forced = [b for b, g in enumerate(generated) if g.scores is None]
+    for b in set(range(len(generated))) - set(forced):
+        results[b].avg_logprob = float(torch.tensor(generated[b].scores, dtype=torch.float32).mean())
+    if not forced:
+        return
+    if len(forced) < len(generated):  # each row alone (rare: the loop scores most)
+        for b in forced:
+            part = None if cross is None else cross.rows(slice(b, b + 1))
+            avg_logprobs(
+                model, rules, eot, encoded[b : b + 1], prompts[b : b + 1], [generated[b]], results[b : b + 1], part
+            )
+        return
     limit = model.config.max_target_positions + 1  # a second pass can make a row longer
     rows = [(p + g.tokens + [eot])[:limit] for p, g in zip(prompts, generated)]
     ids = padded(rows, eot, encoded.device)

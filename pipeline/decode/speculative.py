@@ -86,6 +86,8 @@ class Decoded:
     tokens: list[list[int]]  # per row: generated ids after the prompt, without end-of-text
     finished: list[bool]  # per row: ended with end-of-text (False: stopped at the length limit)
     stats: list[DecodeStats] = field(default_factory=list)
+    # per row: each committed token's log-probability under the rules as chosen, the end-of-text's too (score.py)
+    scores: list[list[float]] = field(default_factory=list)
 
 
 @torch.inference_mode()
@@ -114,6 +116,7 @@ def greedy(
     state = RuleState.initial(rows, device, end_from)
     live = torch.arange(rows, device=device)  # original row index of each row still in the batch
     out_tokens: list[list[int]] = [[] for _ in range(rows)]
+    out_scores: list[list[float]] = [[] for _ in range(rows)]
     finished = [False] * rows
     stats = [DecodeStats() for _ in range(rows)]
     if prompt_len > 1:  # prefill all but the last prompt token; the first round feeds that one
@@ -126,14 +129,15 @@ def greedy(
         drafts = _draft(draft, tokens, length, draft_seen, state, rules, n_drafts) if n_drafts > 0 else None
         n_drafts = drafts.shape[1] if drafts is not None else 0  # fewer when every row drafted its end of text
         t1 = time.perf_counter()
-        target, states = _verify(main, tokens, length, drafts, state, rules)
+        target, chosen, states = _verify(main, tokens, length, drafts, state, rules, main.row_exact)
         accepted = _accepted(drafts, target)
         if drafts is not None:
             draft_seen = length + accepted.clamp(max=n_drafts - 1)
         gained, done = _commit(tokens, length, target, accepted, rules.eot, max_length)
         state = rules.advance(states.select_at(accepted), target.gather(1, accepted[:, None])[:, 0])
         length = length + gained
-        for b, a, g in zip(live.tolist(), accepted.tolist(), gained.tolist()):
+        for b, a, g, lp in zip(live.tolist(), accepted.tolist(), gained.tolist(), chosen):
+            out_scores[b] += lp[:g]
             s = stats[b]
             s.main_calls += 1
             if n_drafts:
@@ -156,19 +160,25 @@ def greedy(
                 main.keep(keep)
                 if draft is not None:
                     draft.keep(keep)
-    return Decoded(out_tokens, finished, stats)
+    return Decoded(out_tokens, finished, stats, out_scores)
 
 
-def _verify(main: KVCacheDecoder, tokens, length, drafts, state: RuleState, rules: WhisperRules):
+def _verify(main: KVCacheDecoder, tokens, length, drafts, state: RuleState, rules: WhisperRules, scored: bool):
     """The main model's greedy choice at k+1 positions per row ([B, k+1]) in one forward pass: after the
     row's last committed token and after each of its k drafts, under the rules as if the drafts before that
-    position were in the row. Returns the choices and the rules' states at those positions."""
+    position were in the row. Returns the choices, with ``scored`` their log-probabilities under the rules (the
+    scoring pass's ``ruled``, ``score.py``; per row a list, else empty lists: ``KVCacheDecoder.row_exact`` says
+    where they are a one-token step's bits) and the rules' states at those positions."""
     feed = tokens.gather(1, (length - 1)[:, None])
     if drafts is not None:
         feed = torch.cat([feed, drafts], 1)
     logits = main.forward(feed, length - 1, one_at_a_time=drafts is not None)
     states = rules.expand(state, drafts) if drafts is not None else state.positions()
-    return rules.apply(logits, states).argmax(-1), states
+    ruled = rules.apply(logits, states)
+    target = ruled.argmax(-1)
+    if not scored:
+        return target, [[]] * target.shape[0], states
+    return target, ruled.float().log_softmax(-1).gather(-1, target[..., None])[..., 0].tolist(), states
 
 
 def _accepted(drafts, target: torch.Tensor) -> torch.Tensor:
