@@ -388,6 +388,7 @@ def test_a_pass_keeps_the_rest_of_its_window_with_and_without_a_draft(base_model
     assert all(g.scores is None for g in plain)  # float32: the scoring pass (below)
 
 
+@pytest.mark.identity
 def test_the_loops_scores_are_the_scoring_passes(base_models, cut_in_speech, speech_pieces):
     """int8 on the CPU (the default): the decoding loop's log-probabilities stand in for the teacher-forced
     scoring pass where it scored a whole row (a greedy pass that ended), the same bits with a draft as without
@@ -413,6 +414,7 @@ def test_the_loops_scores_are_the_scoring_passes(base_models, cut_in_speech, spe
     samples, prompts = [len(p) for p in pieces], [stage.prompt("en")] * len(pieces)
     plain = generate.Generator(int8, open_end_s=OPEN_END_S, pass_tokens=PASS_TOKENS)
     draft = generate.Generator(drafted, open_end_s=OPEN_END_S, pass_tokens=PASS_TOKENS)
+    assert plain.main.row_exact and not draft.draft.row_exact  # the draft: fused products, it only proposes
     rows, with_draft = (g.generate(features, prompts, samples=samples) for g in (plain, draft))
     assert sum(g.stats.drafted for g in with_draft) > 0
     assert [g.tokens for g in rows] == [g.tokens for g in with_draft]
@@ -422,6 +424,7 @@ def test_the_loops_scores_are_the_scoring_passes(base_models, cut_in_speech, spe
         encoded = Transcriber(models, DecodeOptions(language="en"))._encode(pieces)
         for rule in (OPEN_END_S, None):
             gen = generate.Generator(models, open_end_s=rule, pass_tokens=PASS_TOKENS)
+            assert gen.main.row_exact == (models is int8)
             gen.main.row_exact = True  # float32's loop scores too, for the comparison
             rows = gen.generate(features, prompts, encoded, samples=samples)
             loop, forced = [PieceResult() for _ in rows], [PieceResult() for _ in rows]

@@ -332,7 +332,7 @@ class Generator:
             ends = [self._end_from(samples, voices, b, seek[b]) for b in pending]
             try:
                 if search is None:
-                    decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy, ends)
+                    decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy, ends, scored=True)
                 else:
                     decoded = search(self.main, ids, self.rules, limit, ends)
             finally:  # an abandoned second chance (a stop) too: its caches go now, not at the next start

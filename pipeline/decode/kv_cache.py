@@ -7,7 +7,7 @@ transformers' cache objects and generate loop:
 - the self-attention cache is one tensor per layer, ``[rows, heads, capacity, head_dim]``,
   allocated once per batch; the cross-attention keys/values (``CrossKV``) are projected once per batch
   of pieces and read by every pass over it: the no-speech probe, the decoding loop and the scoring pass
-  (each projected its own before: 3 x 12 projections of 1500 frames per piece, a visible share of a
+  for the rows the loop did not score (decision 0056; each projected its own before: 3 x 12 projections of 1500 frames per piece, a visible share of a
   piece's time; decision record 0030);
 - every row has its own length. A call feeds ``Q`` tokens per row starting at that
   row's own position (``start[b]``), writes their keys/values there and attends
@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..backend.hf_internals.attention import check_attention_layout, decoder_of
-from ..backend.quantize import Int8Linear, dequantized, fast_linear, quantize_like
+from ..backend.quantize import INT8, Int8Linear, dequantized, fast_linear, kind_of, quantize_like
 from ..facts.runtime import cpu_has_bf16_units
 
 
@@ -130,8 +130,8 @@ class KVCacheDecoder:
         # every product row-exact (int8, ``Int8Linear``) and attention one position at a time (``exact``, CPU): a
         # verify step's logits are then a one-token step's bits, so are the loop's scores (``speculative.greedy``);
         # float32's products are blocked by their number of rows, which moves a last bit (never a token in the tests)
-        float_products = any(isinstance(m, torch.nn.Linear) for m in decoder.modules())
-        self.row_exact = exact and type(self.proj_out) is Int8Linear and not float_products
+        products = [m for m in [*decoder.modules(), self.proj_out] if isinstance(m, torch.nn.Linear) or kind_of(m)]
+        self.row_exact = exact and all(kind_of(m) == INT8 for m in products)
         self.on_forward: Callable[[], None] | None = None  # asked before every call (a second chance's stop)
         if not exact and self.dtype == torch.float32 and cpu_has_bf16_units():
             self.cross_dtype = torch.bfloat16

@@ -1,9 +1,9 @@
 """Whisper's checks on a decoded piece: its average log-probability, compression ratio and the no-speech rule.
 
 The average log-probability scores each token after Whisper's logits rules as the decoder chose it (transformers'
-and openai-whisper's ``avg_logprob``): the decoding loop's own scores where it computed them (a greedy pass that
-ended, on the CPU, where they are the same bits with and without a draft), else one teacher-forced pass of the main
-model (``forced.py``) over the tokens as decoded; the compression ratio is the text's length over its zlib-compressed length (a looping text
+and openai-whisper's ``avg_logprob``): the decoding loop's own scores where they are the row's (int8 on the CPU, one
+greedy pass that ended and kept every token: the same bits with and without a draft; decision 0056), else a
+teacher-forced pass of the main model (``forced.py``) over the tokens as decoded; the compression ratio is the text's length over its zlib-compressed length (a looping text
 compresses well). The no-speech rule and the second chances (``second_chances.py``) read both.
 """
 
@@ -61,11 +61,12 @@ def avg_logprobs(
     short piece under the log-prob threshold). A token the rules forbid where the teacher-forced row
     differs from the decoding (the end-of-text after a row cut at the length limit) keeps its raw score.
 
-    Where the decoding loop scored the row itself (``Generated.scores``: one greedy pass that ended, on the CPU)
-    those scores are taken; the other rows get one teacher-forced pass (a later pass, a row cut at the length
-    limit, a second chance's search, a GPU). The pass was 7% of a long-form run for what the loop had computed.
+    Where the decoding loop scored the row itself (``Generated.scores``, ``generate.loop_scores``: int8 on the CPU,
+    one greedy pass that ended with end-of-text and kept every token) those scores are taken; the other rows get the
+    teacher-forced pass (a later pass, a row cut at the length limit, a second chance's search, float32, a GPU), a
+    row alone where others of the batch need none. The pass was 7% of a long-form run (decision 0056).
     """
-    forced = [b for b, g in enumerate(generated) if g.scores is None]
+    forced = [b for b, g in enumerate(generated) if not loop_scored(g)]
     for b in set(range(len(generated))) - set(forced):
         results[b].avg_logprob = float(torch.tensor(generated[b].scores, dtype=torch.float32).mean())
     if not forced:
@@ -100,6 +101,11 @@ def avg_logprobs(
             ruled = rules.apply(part, state).log_softmax(-1).gather(-1, chosen)[0, :, 0]
             scores.append(torch.where(torch.isinf(ruled), raw, ruled))
         r.avg_logprob = float(torch.cat(scores).mean())
+
+
+def loop_scored(g: Generated) -> bool:
+    """Whether the row's scores are the loop's (one pass; a score for each token and the end-of-text)."""
+    return g.scores is not None and len(g.pass_lengths) <= 1 and len(g.scores) == len(g.tokens) + 1
 
 
 def rule_states(rules: WhisperRules, g: Generated, n: int, device) -> RuleState:

@@ -198,6 +198,7 @@ def again(
         )
     # scored as one pass (the rules are not restarted where a later pass began), as when transformers ran it
     retry.pass_lengths, retry.pass_ends = [len(retry.tokens)], retry.pass_ends[:1]
+    retry.scores = None  # the passes joined: the scoring pass scores the row (none from a search anyway)
     return retry
 
 

@@ -86,7 +86,8 @@ class Decoded:
     tokens: list[list[int]]  # per row: generated ids after the prompt, without end-of-text
     finished: list[bool]  # per row: ended with end-of-text (False: stopped at the length limit)
     stats: list[DecodeStats] = field(default_factory=list)
-    # per row: each committed token's log-probability under the rules as chosen, the end-of-text's too (score.py)
+    # per row: each committed token's log-probability under the rules as chosen, the end-of-text's too (score.py);
+    # empty unless asked for where the main decoder is row-exact (``greedy``'s ``scored``), and from search.py
     scores: list[list[float]] = field(default_factory=list)
 
 
@@ -99,11 +100,14 @@ def greedy(
     draft: KVCacheDecoder | None = None,
     policy: DraftPolicy | None = None,
     end_from: list[int] | None = None,
+    scored: bool = False,
 ) -> Decoded:
     """Decode rows whose encoder output is already loaded into ``main`` (and ``draft``) via ``start``.
 
     ``prompts``: [B, P] — every row's prompt has the same length. ``max_length``
     counts the prompt too (Whisper's 448). ``end_from``: each row's ``RuleState.end_from`` (decision 0055).
+    ``scored``: keep each committed token's log-probability (``Decoded.scores``) where the main decoder is
+    row-exact (``KVCacheDecoder.row_exact``: then they are the same bits with and without a draft; decision 0056).
     """
     device = prompts.device
     rows, prompt_len = prompts.shape
@@ -129,7 +133,7 @@ def greedy(
         drafts = _draft(draft, tokens, length, draft_seen, state, rules, n_drafts) if n_drafts > 0 else None
         n_drafts = drafts.shape[1] if drafts is not None else 0  # fewer when every row drafted its end of text
         t1 = time.perf_counter()
-        target, chosen, states = _verify(main, tokens, length, drafts, state, rules, main.row_exact)
+        target, chosen, states = _verify(main, tokens, length, drafts, state, rules, scored and main.row_exact)
         accepted = _accepted(drafts, target)
         if drafts is not None:
             draft_seen = length + accepted.clamp(max=n_drafts - 1)
