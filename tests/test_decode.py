@@ -317,7 +317,7 @@ def test_a_pass_of_the_stage_keeps_the_rest_of_its_window(base_vocabulary, speec
     ts, text = generate.Generator(main).rules.ts_begin, 400
     first = [[ts, text, ts + 60, ts + 70, text + 1, text + 2], [ts, text, ts + 60, ts + 70, text + 3]]
 
-    def planted(_main, prompts, _rules, _limit, _draft=None, _policy=None, end_from=None) -> Decoded:
+    def planted(_main, prompts, _rules, _limit, _draft=None, _policy=None, end_from=None, scored=False) -> Decoded:
         rows = prompts.shape[0]
         calls.append(end_from)
         tokens = first if len(calls) == 1 else [[ts, text, ts + 10]] * rows
