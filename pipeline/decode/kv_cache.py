@@ -7,8 +7,8 @@ transformers' cache objects and generate loop:
 - the self-attention cache is one tensor per layer, ``[rows, heads, capacity, head_dim]``,
   allocated once per batch; the cross-attention keys/values (``CrossKV``) are projected once per batch
   of pieces and read by every pass over it: the no-speech probe, the decoding loop and the scoring pass
-  for the rows the loop did not score (decision 0056; each projected its own before: 3 x 12 projections of 1500 frames per piece, a visible share of a
-  piece's time; decision record 0030);
+  for the rows the loop did not score (decision 0056). Each projected its own before: 3 x 12 projections of
+  1500 frames per piece, a visible share of a piece's time (decision record 0030);
 - every row has its own length. A call feeds ``Q`` tokens per row starting at that
   row's own position (``start[b]``), writes their keys/values there and attends
   causally to the row's own prefix — so a row that rejected drafts early simply

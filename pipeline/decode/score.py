@@ -3,8 +3,8 @@
 The average log-probability scores each token after Whisper's logits rules as the decoder chose it (transformers'
 and openai-whisper's ``avg_logprob``): the decoding loop's own scores where they are the row's (int8 on the CPU, one
 greedy pass that ended and kept every token: the same bits with and without a draft; decision 0056), else a
-teacher-forced pass of the main model (``forced.py``) over the tokens as decoded; the compression ratio is the text's length over its zlib-compressed length (a looping text
-compresses well). The no-speech rule and the second chances (``second_chances.py``) read both.
+teacher-forced pass of the main model (``forced.py``) over the tokens as decoded; the compression ratio is the
+text's length over its zlib-compressed length (a looping text compresses well). The no-speech rule and the second chances (``second_chances.py``) read both.
 """
 
 from __future__ import annotations
@@ -66,9 +66,12 @@ def avg_logprobs(
     teacher-forced pass (a later pass, a row cut at the length limit, a second chance's search, float32, a GPU), a
     row alone where others of the batch need none. The pass was 7% of a long-form run (decision 0056).
     """
-    forced = [b for b, g in enumerate(generated) if not loop_scored(g)]
-    for b in set(range(len(generated))) - set(forced):
-        results[b].avg_logprob = float(torch.tensor(generated[b].scores, dtype=torch.float32).mean())
+    forced = []
+    for b, g in enumerate(generated):
+        if loop_scored(g):
+            results[b].avg_logprob = float(torch.tensor(g.scores, dtype=torch.float32).mean())
+        else:
+            forced.append(b)
     if not forced:
         return
     if len(forced) < len(generated):  # each row alone (rare: the loop scores most)
