@@ -34,8 +34,14 @@ encoder windows: where the time of the encoder, the probe and the scoring goes, 
 when one program is faster (podscribe: each decoded piece's passes and coverage clips; faster-whisper: its
 ``encode`` calls).
 Numbers depend on the machine; compare configurations from the same run. Runs on one machine spread (by ~15% on
-the 2-core EPYCs of 2026-12-06): ``--rounds 3`` runs podscribe and faster-whisper again, alternating, and gives
-the ratio of the medians.
+the 2-core EPYCs of 2026-12-06, by 20-60% on 7 December's): ``--rounds 3`` runs podscribe and faster-whisper again,
+alternating, and gives the ratio of the medians.
+
+Beside each wall, each configuration's CPU seconds (this process's, every thread, and its finished children's:
+podscribe's ffmpeg) and the machine's steal over the run (``/proc/stat``: time the hypervisor gave no program
+here). The CPU a program used is not what another tenant took from it, so its ratio moves less between runs than
+the walls' do; it is not the target (a program that waits on one core uses less CPU and takes longer), it says
+whether a swing of the walls was the program or the machine.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,6 +63,55 @@ from bench.common import LONGFORM, discover_episodes, episode_files, load_scorer
 from pipeline.models import registry
 
 FW_DEFAULT_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+COVERAGE_REASON = "uncovered speech"  # a redecode that is a coverage clip (second_chances.cover), its own window
+
+
+# -- what a run cost -----------------------------------------------------------------
+
+
+def cpu_s() -> float:
+    """This process's CPU seconds, every thread, and those of its children that have ended (podscribe's ffmpeg, a
+    child run of ``run_child``)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def steal_s() -> float:
+    """The machine's steal since boot, all CPUs (``/proc/stat``'s eighth field; 0 where there is none)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Cost:
+    """A run's wall, CPU and steal seconds, from entering to leaving (``into`` a result: ``run_wall_s``, ``cpu_s``,
+    ``steal_s``)."""
+
+    def __enter__(self) -> Cost:
+        self.start = (time.perf_counter(), cpu_s(), steal_s())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        now = (time.perf_counter(), cpu_s(), steal_s())
+        self.run_wall_s, self.cpu_s, self.steal_s = (b - a for a, b in zip(self.start, now))
+
+    def into(self, result: dict) -> dict:
+        """The costs added where the run did not measure its own (a run measures the part its walls time: not
+        a model's load)."""
+        for key in ("run_wall_s", "cpu_s", "steal_s"):
+            result.setdefault(key, getattr(self, key))
+        return result
+
+
+def measured(run, *args, **kwargs) -> dict:
+    """``run(*args, **kwargs)``'s result with its costs (``Cost``, where it did not measure them itself) and the
+    load average after it."""
+    with Cost() as cost:
+        result = run(*args, **kwargs)
+    cost.into(result)["load_avg_after"] = os.getloadavg()
+    return result
 
 
 # -- podscribe -----------------------------------------------------------------------
@@ -109,15 +165,15 @@ def run_podscribe(
     models = load_models(
         options.model, options.assistant, pick_runtime(options.device, options.compute_type), options.cache_dir
     )
-    start = time.perf_counter()
-    summary = run([str(p) for p in files.values()], options, models=models)
-    total = time.perf_counter() - start
+    with Cost() as cost:
+        summary = run([str(p) for p in files.values()], options, models=models)
+    total = cost.run_wall_s
     if summary.failed:
         raise RuntimeError(f"podscribe failed on {summary.failures}")
     file_rows = ds.dataset(job_dir / "files").to_table().to_pylist()
     segments = ds.dataset(job_dir / "segments").to_table().to_pylist()
     pieces = ds.dataset(job_dir / "pieces").to_table().to_pylist()
-    out = {"total_wall_s": total, "job_dir": str(job_dir), "episodes": {}}
+    out = cost.into({"total_wall_s": total, "job_dir": str(job_dir), "episodes": {}})
     for name, path in files.items():
         frow = next(r for r in file_rows if Path(r["path"]).name == path.name)
         segs = sorted((s for s in segments if s["file_id"] == frow["file_id"]), key=lambda s: s["segment"])
@@ -131,9 +187,10 @@ def run_podscribe(
                 "decode_mode": frow["decode_mode"],
                 "n_pieces": len(ps),
                 # encoder passes: each decoded piece's windows (a second one where the seek rule moved on) and
-                # each short clip the coverage check decoded again (faster-whisper's: its encode calls)
+                # each short clip the coverage check decoded again (faster-whisper's: its encode calls); a fallback
+                # rung decodes from its piece's (or clip's) encoder states, no window of its own
                 "encoder_windows": sum(p["passes"] or 0 for p in ps if not p["skipped"])
-                + sum(len(p.get("redecodes") or ()) for p in ps),
+                + sum(1 for p in ps for r in p.get("redecodes") or () if r["reason"] == COVERAGE_REASON),
                 "skipped": {k: sum(1 for p in ps if p["skipped"] == k) for k in {p["skipped"] for p in ps} if k},
                 "non_en_pieces": sum(1 for lang in langs if lang != "en"),
                 # what the second chances cost: their share of the main model's decoder calls
@@ -203,16 +260,26 @@ def more_rounds(rounds: int, files, tmp: Path, language, results: dict, fw_model
     """Runs 2..``rounds`` of podscribe's defaults and of faster-whisper's runs (those of run 1), alternating which
     goes first; each label's walls (run 1's first) and whether each later run gave run 1's segments."""
     labels = [label for label in ["podscribe base", *(run[0] for run in fw_runs)] if label in results]
-    out = {label: {"walls_s": [episodes_wall_s(results[label])], "same_segments": []} for label in labels}
+    out = {
+        label: {
+            "walls_s": [episodes_wall_s(results[label])],
+            "cpu_s": [results[label]["cpu_s"]],
+            "steal_s": [results[label]["steal_s"]],
+            "same_segments": [],
+        }
+        for label in labels
+    }
     for k in range(1, rounds):
         for label in labels if k % 2 == 0 else labels[::-1]:
             print(f"round {k + 1}: {label} ...", flush=True)
             if label == "podscribe base":
-                r = run_podscribe(files, tmp / f"job-round-{k + 1}", language)
+                r = measured(run_podscribe, files, tmp / f"job-round-{k + 1}", language)
             else:
                 _, temperature, beams = next(run for run in fw_runs if run[0] == label)
-                r = run_faster_whisper(fw_model, files, temperature, language, beams)
+                r = measured(run_faster_whisper, fw_model, files, temperature, language, beams)
             out[label]["walls_s"].append(episodes_wall_s(r))
+            out[label]["cpu_s"].append(r["cpu_s"])
+            out[label]["steal_s"].append(r["steal_s"])
             first = results[label]["episodes"]
             out[label]["same_segments"].append(all(r["episodes"][n]["rows"] == first[n]["rows"] for n in files))
     return out if rounds > 1 else {}
@@ -221,16 +288,25 @@ def more_rounds(rounds: int, files, tmp: Path, language, results: dict, fw_model
 def report_rounds(rounds: dict) -> None:
     if not rounds:
         return
-    print("rounds (wall s, alternated; median; the same segments as round 1):")
+    print("rounds (wall s, alternated; median; CPU s; the same segments as round 1):")
     medians = {label: statistics.median(r["walls_s"]) for label, r in rounds.items()}
+    cpu = {label: statistics.median(r["cpu_s"]) for label, r in rounds.items()}
     for label, r in rounds.items():
         walls = ", ".join(f"{w:.1f}" for w in r["walls_s"])
+        cpus = ", ".join(f"{c:.1f}" for c in r["cpu_s"])
         same = "yes" if all(r["same_segments"]) else "NO"
-        print(f"  {label:<28} {walls}; median {medians[label]:.1f}; same segments: {same}")
+        steal = sum(r["steal_s"])
+        print(
+            f"  {label:<28} {walls}; median {medians[label]:.1f}; CPU {cpus} (steal {steal:.1f} s in all); "
+            f"same segments: {same}"
+        )
     if "podscribe base" in medians:
         for label, m in medians.items():
             if label != "podscribe base":
-                print(f"  {label} / podscribe base, medians: {m / medians['podscribe base']:.2f}x")
+                print(
+                    f"  {label} / podscribe base, medians: {m / medians['podscribe base']:.2f}x "
+                    f"(CPU seconds: {cpu[label] / cpu['podscribe base']:.2f}x)"
+                )
 
 
 # -- the table ----------------------------------------------------------------------
@@ -414,43 +490,40 @@ def main() -> None:
         if not args.skip_podscribe:
             job_dir = args.job_dir or tmp / "job"
             print("podscribe base (defaults) ...", flush=True)
-            results["podscribe base"] = run_podscribe(files, job_dir, args.language)
-            results["podscribe base"]["load_avg_after"] = os.getloadavg()
+            results["podscribe base"] = measured(run_podscribe, files, job_dir, args.language)
             for compute_type in filter(None, (args.compute_types or "").split(",")):
                 label = f"podscribe base {compute_type}"
                 print(f"{label} ...", flush=True)
-                results[label] = run_podscribe(
-                    files, tmp / f"job-{compute_type}", args.language, compute_type=compute_type
+                results[label] = measured(
+                    run_podscribe, files, tmp / f"job-{compute_type}", args.language, compute_type=compute_type
                 )
-                results[label]["load_avg_after"] = os.getloadavg()
             for threads in [int(t) for t in filter(None, args.threads_variants.split(","))]:
                 label = f"podscribe base, {threads} thread{'s' * (threads > 1)}"
                 print(f"{label} ...", flush=True)
-                results[label] = run_podscribe(files, tmp / f"job-threads-{threads}", args.language, threads=threads)
-                results[label]["load_avg_after"] = os.getloadavg()
+                results[label] = measured(
+                    run_podscribe, files, tmp / f"job-threads-{threads}", args.language, threads=threads
+                )
             for k, spec in enumerate(args.cut_variant):
                 from pipeline.audio.media import CutOptions
 
                 variant = CutOptions(**json.loads(spec))
                 label = f"podscribe cut {spec}" if len(args.cut_variant) > 1 else "podscribe cut"
                 print(f"{label}: {variant} ...", flush=True)
-                results[label] = run_podscribe(files, tmp / f"job-cut-{k}", args.language, cut=variant)
-                results[label]["load_avg_after"] = os.getloadavg()
+                results[label] = measured(run_podscribe, files, tmp / f"job-cut-{k}", args.language, cut=variant)
             if args.libgomp_spin:
                 label = "podscribe base, libgomp spin"
                 print(f"{label} (a child process) ...", flush=True)
-                results[label] = run_child(args, names, longform, tmp, {"GOMP_SPINCOUNT": "300000"})
-                results[label]["load_avg_after"] = os.getloadavg()
+                results[label] = measured(run_child, args, names, longform, tmp, {"GOMP_SPINCOUNT": "300000"})
             for variant in args.env_variant:
                 env = dict(item.split("=", 1) for item in variant.split(","))
                 label = f"podscribe base, {variant}"
                 print(f"{label} (a child process) ...", flush=True)
-                results[label] = run_child(args, names, longform, tmp, env)
-                results[label]["load_avg_after"] = os.getloadavg()
+                results[label] = measured(run_child, args, names, longform, tmp, env)
             if args.first_pass:
                 print("podscribe base, first pass only ...", flush=True)
-                results["podscribe 1st pass"] = run_podscribe(files, tmp / "job-first-pass", args.language, False)
-                results["podscribe 1st pass"]["load_avg_after"] = os.getloadavg()
+                results["podscribe 1st pass"] = measured(
+                    run_podscribe, files, tmp / "job-first-pass", args.language, False
+                )
         fw_model, fw_runs = None, [("fw int8 greedy", 0.0, 1), ("fw int8 fallback", list(FW_DEFAULT_TEMPERATURES), 1)]
         if not args.skip_fw:
             from faster_whisper import WhisperModel
@@ -465,17 +538,15 @@ def main() -> None:
                 fw_runs.append(("fw int8 beam 5 + fallback", list(FW_DEFAULT_TEMPERATURES), 5))
             for label, temperature, beams in fw_runs:
                 print(f"{label} ...", flush=True)
-                results[label] = run_faster_whisper(fw_model, files, temperature, args.language, beams)
-                results[label]["load_avg_after"] = os.getloadavg()
+                results[label] = measured(run_faster_whisper, fw_model, files, temperature, args.language, beams)
         rounds = more_rounds(args.rounds, files, tmp, args.language, results, fw_model, fw_runs)
         if whispercpp_model is not None:
             label = "whisper.cpp base"
             print(f"{label} ({whispercpp_model.name}) ...", flush=True)
-            results[label] = whispercpp.run(
-                whispercpp.load(whispercpp_model, threads=os.cpu_count() or 2), files, args.language
+            results[label] = measured(
+                whispercpp.run, whispercpp.load(whispercpp_model, threads=os.cpu_count() or 2), files, args.language
             )
             results[label]["versions"] = whispercpp.describe()
-            results[label]["load_avg_after"] = os.getloadavg()
     finally:
         for process in busy:
             process.kill()
@@ -496,7 +567,16 @@ def main() -> None:
             if load[1] > (os.cpu_count() or 1) + 0.5
             else ""
         )
-        print(f"{label}: load average after it {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}{busy}; {json.dumps(info)}")
+        print(
+            f"{label}: CPU {r['cpu_s']:.1f} s over {r['run_wall_s']:.1f} s of run, the machine's steal {r['steal_s']:.1f} s; "
+            f"load average after it {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}{busy}; {json.dumps(info)}"
+        )
+    if "podscribe base" in results and len(results) > 1:
+        base = results["podscribe base"]["cpu_s"]
+        ratios = ", ".join(
+            f"{label} {r['cpu_s'] / base:.2f}x" for label, r in results.items() if label != "podscribe base"
+        )
+        print(f"CPU seconds against podscribe base's (what each used, whatever the machine's other work took): {ratios}")
     report_rounds(rounds)
     if args.out:
         payload = {
