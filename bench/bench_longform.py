@@ -576,7 +576,9 @@ def main() -> None:
         ratios = ", ".join(
             f"{label} {r['cpu_s'] / base:.2f}x" for label, r in results.items() if label != "podscribe base"
         )
-        print(f"CPU seconds against podscribe base's (what each used, whatever the machine's other work took): {ratios}")
+        print(
+            f"CPU seconds against podscribe base's (what each used, whatever the machine's other work took): {ratios}"
+        )
     report_rounds(rounds)
     if args.out:
         payload = {

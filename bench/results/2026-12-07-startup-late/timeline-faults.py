@@ -1,4 +1,6 @@
-"""Where a CLI run's start-up goes, as a timeline: each named function's start, end and seconds, on which thread,
+"""bench/startup_timeline.py with the process's minor page faults at each stamp (an experiment of 7 December).
+
+Where a CLI run's start-up goes, as a timeline: each named function's start, end and seconds, on which thread,
 with the first import of the heavy libraries and every wait on a future (a packed layer, a probe) over 2 ms.
 
     python bench/startup_timeline.py pipeline.models.load:load_models,pipeline.audio.vad:voice \\
@@ -23,11 +25,14 @@ import runpy
 import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, "/work/main")
+sys.path.insert(0, __import__("os").path.abspath(__file__).rsplit("/bench/", 1)[0])  # this checkout
 import resource
-def flt(): return resource.getrusage(resource.RUSAGE_SELF).ru_minflt  # this checkout's pipeline
+
+
+def flt():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
 
 WATCHED = {"torch", "pyarrow", "pyarrow.parquet", "pandas", "onnxruntime", "tokenizers", "safetensors", "tqdm"}
 
@@ -36,7 +41,14 @@ events: list[tuple[float, float, str, str]] = []  # start s, end s, thread, what
 
 
 def stamp(start: float, what: str, f0: int = 0) -> None:
-    events.append((start - t0, time.perf_counter() - t0, threading.current_thread().name, what + f"  faults+{flt()-f0} at {flt()}"))
+    events.append(
+        (
+            start - t0,
+            time.perf_counter() - t0,
+            threading.current_thread().name,
+            what + f"  faults+{flt() - f0} at {flt()}",
+        )
+    )
 
 
 def wrap(target: str) -> None:
@@ -49,7 +61,8 @@ def wrap(target: str) -> None:
     original = getattr(owner, name)
 
     def stamped(*args, **kwargs):
-        start = time.perf_counter(); f0 = flt()
+        start = time.perf_counter()
+        f0 = flt()
         try:
             return original(*args, **kwargs)
         finally:
@@ -63,7 +76,8 @@ def watch_imports() -> None:
 
     def importing(name, *args, **kwargs):
         if name in WATCHED and name not in sys.modules:
-            start = time.perf_counter(); f0 = flt()
+            start = time.perf_counter()
+            f0 = flt()
             try:
                 return real(name, *args, **kwargs)
             finally:
@@ -78,11 +92,12 @@ def watch_waits() -> None:
 
     def result(self, *args, **kwargs):
         start = time.perf_counter()
+        f0 = flt()
         try:
             return real(self, *args, **kwargs)
         finally:
             if time.perf_counter() - start > 0.002:
-                stamp(start, "wait on a future")
+                stamp(start, "wait on a future", f0)
 
     concurrent.futures.Future.result = result
 
