@@ -136,3 +136,16 @@ def test_an_attempt_that_never_ended_counts_as_a_loop():
     looping = Candidate(avg_logprob=-0.2, compression_ratio=3.5)
     assert recover.better(looping, Candidate(-0.2, 3.5, ran_on=True), LP, CR) is False  # both loop: log-prob
     assert recover.better(looping, Candidate(-0.1, 3.5, ran_on=True), LP, CR)
+
+
+def test_merge_starts_a_segment_after_the_speech_its_text_skipped():
+    # the segment's words begin after the recovered sentence: its text skipped the speech at its start
+    skipping = Seg(7.0, 23.0, [Word(" For", 12.8, 13.4, 0.9), Word(" although", 13.5, 13.8, 0.9)])
+    found = Seg(8.35, 12.75)
+    out = recover.merge([skipping], [found])
+    assert [(s.start_s, s.end_s) for s in out] == [(8.35, 12.75), (12.75, 23.0)]
+    assert [(w.start_s, w.end_s) for w in out[1].words] == [(12.8, 13.4), (13.5, 13.8)]
+    # words from the segment's start: it stretched over speech it did not transcribe, so it ends before
+    stretched = Seg(7.0, 23.0, [Word(" For", 7.2, 7.5, 0.9), Word(" although", 7.5, 7.8, 0.9)])
+    out = recover.merge([stretched], [Seg(8.35, 12.75)])
+    assert [(s.start_s, s.end_s) for s in out] == [(7.0, 8.35), (8.35, 12.75)]

@@ -9,7 +9,7 @@ import torch
 from transformers.models.whisper.generation_whisper import WhisperGenerationMixin
 
 from pipeline.decode.generate import split_segments
-from pipeline.decode.segments import attach_words, clamp_words, clean, drop_repeats
+from pipeline.decode.segments import attach_words, clamp_words, clean, drop_repeats, truncate_long_words
 from pipeline.facts.records import RawSegment, Word
 
 TS = 50364  # <|0.00|>
@@ -114,3 +114,44 @@ def test_a_loop_stuck_on_one_instant_loses_its_echoes_and_speech_that_takes_time
     # a repeat further back than the window is not this loop's echo
     far = [RawSegment(0.0, 1.0, "the book,"), *(RawSegment(i, i + 1.0, f"line {i}") for i in range(1, 6))]
     assert drop_repeats([*far, RawSegment(6.0, 6.0, "the book,")], stalled_only=True)[-1].text == "the book,"
+
+
+def test_a_long_word_after_a_pause_or_a_sentence_starts_late_as_openai_whisper_has_it():
+    # the diagnosed piece (unseen audio, 2026-12-07): the text skipped "For a full hour ..." (8.05-12.6 s of voice)
+    # and DTW gave the skipped sentence's seconds to the next sentence's first word
+    segments = [
+        RawSegment(0.67, 7.0, "And then leisure."),
+        RawSegment(7.0, 23.0, "For although the Chinese."),
+    ]
+    words = [
+        Word(" And", 0.7, 1.0, 0.9),
+        Word(" then", 1.0, 1.3, 0.9),
+        Word(" leisure.", 1.3, 1.7, 0.9),
+        Word(" For", 7.9, 13.4, 0.9),  # 5.5 s: the skipped sentence's time
+        Word(" although", 13.5, 13.8, 0.9),
+        Word(" the", 13.8, 14.0, 0.9),
+        Word(" Chinese.", 14.0, 22.9, 0.9),  # the pause after the sentence
+    ]
+    attach_words(segments, words)
+    truncate_long_words(segments)
+    median = 0.3  # of the seven words' durations
+    first, second = segments[1].words[0], segments[0].words[-1]
+    assert (
+        first.end_s == 13.4 and abs(first.start_s - (13.4 - 2 * median)) < 1e-9
+    )  # starts twice the median before its end
+    assert second.start_s == 1.3 and second.end_s == 1.7  # short words are left alone
+    last = segments[1].words[-1]
+    assert (last.start_s, last.end_s) == (
+        14.0,
+        22.9,
+    )  # a sentence's last word keeps its end (the pause is not skipped speech)
+    # a long first word right after the segment before (no pause) is left alone
+    joined = [RawSegment(0.0, 2.0, "Hello there."), RawSegment(2.0, 9.0, "Fine")]
+    attach_words(joined, [Word(" Hello", 0.0, 0.3, 0.9), Word(" there.", 0.3, 0.6, 0.9), Word(" Fine", 2.0, 2.3, 0.9)])
+    truncate_long_words(joined)
+    assert (joined[1].words[0].start_s, joined[1].words[0].end_s) == (2.0, 2.3)
+    # no word with a duration: nothing to measure a median by, nothing changes
+    empty = [RawSegment(0.0, 1.0, "a")]
+    attach_words(empty, [Word(" a", 0.5, 0.5, 0.9)])
+    truncate_long_words(empty)
+    assert (empty[0].words[0].start_s, empty[0].words[0].end_s) == (0.5, 0.5)

@@ -180,7 +180,24 @@ def tried(span: tuple[float, float], attempts: list[tuple[float, float]], slack_
 def merge(segments: list, recovered: list) -> list:
     """Segments (objects with ``start_s``, ``end_s``, ``words``) with the recovered ones in time order;
     a segment whose span reaches into the next one ends where the next starts (a first-pass segment's
-    timestamps often stretch over the speech it did not transcribe), its words clamped with it."""
+    timestamps often stretch over the speech it did not transcribe), its words clamped with it. One whose words
+    all begin after a recovered segment inside its span starts where that one ends instead: its text skipped the
+    speech at its start (decision record 0057)."""
+    for seg in segments:
+        said = [w for w in seg.words or () if w.word.strip()]
+        for found in recovered:
+            # its words begin after the recovered speech: the text skipped the speech at the segment's start
+            # (the skipped sentence's seconds went to its first word until truncate_long_words), so the segment
+            # starts after it instead of ending before it
+            if (
+                said
+                and seg.start_s <= found.start_s < found.end_s <= seg.end_s
+                and said[0].start_s >= found.end_s - WORD_PAD_S
+            ):
+                seg.start_s = found.end_s
+                for w in seg.words:
+                    w.start_s = max(w.start_s, seg.start_s)
+                    w.end_s = max(w.end_s, w.start_s)
     out = sorted([*segments, *recovered], key=lambda s: (s.start_s, s.end_s))
     for seg, following in zip(out, out[1:]):
         if seg.end_s > following.start_s:

@@ -1,8 +1,9 @@
 """Segment clean-up, in one place: the rules that turn what Whisper wrote into segments worth keeping.
 
 Within a piece (piece-relative seconds), after decoding: segment ends pulled in to the voice the VAD
-heard (``tighten``), words attached to the segment whose tokens made them (``attach_words``), segments
-that are no words at all or lie outside every voice dropped (``keep``), a repetition loop collapsed
+heard (``tighten``), words attached to the segment whose tokens made them (``attach_words``), a long word after a
+pause or a sentence started late (``truncate_long_words``), segments that are no words at all or lie outside every
+voice dropped (``keep``), a repetition loop collapsed
 (``drop_repeats``: its echoes that take no time always, every repeat when the piece looped). The decode stage
 applies them through ``clean`` (the coverage check needs the cleaned segments to see what text covers); stitch.py
 applies the rules across pieces. Every word's time goes through ``clamp_words``.
@@ -13,6 +14,7 @@ Pure functions on ``records`` (no torch, no model): tests/test_segments.py check
 from __future__ import annotations
 
 import re
+import statistics
 
 from ..audio import vad
 from ..facts.records import RawSegment, Word
@@ -87,6 +89,45 @@ def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
         seg.words = clamp_words(mine, seg.start_s, seg.end_s)
 
 
+SENTENCE_ENDS = ".。!！?？"
+
+
+def truncate_long_words(segments: list[RawSegment]) -> None:
+    """openai-whisper's corrections of DTW's long words at their start (its ``add_word_timestamps``), in place.
+
+    When Whisper's text skips a sentence, DTW gives the skipped sentence's seconds to the first word after it
+    ("For" over 5.5 s of "For a full hour he had paced up and down...", unseen audio of 2026-12-07), and the
+    coverage check, which reads a thin segment's words, saw those seconds as covered: the sentence was lost. A word
+    longer than twice the median word (the median at most 0.7 s) that follows a sentence's end starts that long
+    before its end; so does the first word of a segment that follows a pause (it ends more than four medians after
+    the last segment's end), sharing a long second word's time with it first. openai-whisper also ends a long word
+    at a sentence's end early (a pause given to it): not here, where the words decide what the coverage check decodes
+    again, and a pause after a sentence is not speech the text skipped (on a noisy room it sent the noise after a
+    sentence back to the model, which heard "in 1955" in it). Words stay inside their segment, in order, to the
+    millisecond (decision record 0057)."""
+    words = [w for seg in segments for w in seg.words or ()]
+    durations = [w.end_s - w.start_s for w in words if w.end_s > w.start_s]
+    if not durations:
+        return
+    median = min(0.7, statistics.median(durations))
+    longest = 2 * median
+    for before, w in zip(words, words[1:]):
+        if w.end_s - w.start_s > longest and before.word.strip()[-1:] in SENTENCE_ENDS:
+            w.start_s = w.end_s - longest
+    last_speech_s = 0.0
+    for seg in segments:
+        ws = seg.words or []
+        if ws and ws[0].end_s - last_speech_s > 4 * median:
+            first = ws[0]
+            if first.end_s - first.start_s > longest or (len(ws) > 1 and ws[1].end_s - first.start_s > 2 * longest):
+                if len(ws) > 1 and ws[1].end_s - ws[1].start_s > longest:
+                    first.end_s = ws[1].start_s = max(ws[1].end_s / 2, ws[1].end_s - longest)
+                first.start_s = max(0.0, first.end_s - longest)
+        if ws:
+            seg.words = clamp_words(ws, seg.start_s, seg.end_s)
+        last_speech_s = seg.end_s
+
+
 def keep(seg: RawSegment, speech: list[tuple[float, float]] | None) -> bool:
     """Words (not only symbols or [notes]) where the VAD heard a voice (when it listened)."""
     return not is_non_speech_text(seg.text) and (speech is None or vad.overlaps(seg.start_s, seg.end_s, speech))
@@ -117,5 +158,6 @@ def clean(
     piece looped."""
     if words is not None:
         attach_words(segments, words)
+        truncate_long_words(segments)
     kept = drop_repeats([s for s in segments if keep(s, speech)], stalled_only=True)
     return drop_repeats(kept) if looped else kept
