@@ -145,11 +145,16 @@ def test_a_long_word_after_a_pause_or_a_sentence_starts_late_as_openai_whisper_h
         14.0,
         22.9,
     )  # a sentence's last word keeps its end (the pause is not skipped speech)
-    # a long first word right after the segment before (no pause) is left alone
-    joined = [RawSegment(0.0, 2.0, "Hello there."), RawSegment(2.0, 9.0, "Fine")]
-    attach_words(joined, [Word(" Hello", 0.0, 0.3, 0.9), Word(" there.", 0.3, 0.6, 0.9), Word(" Fine", 2.0, 2.3, 0.9)])
+    # a long first word right after the segment before (no pause) and not after a sentence's end is left alone
+    joined = [RawSegment(0.0, 2.0, "Hello there"), RawSegment(2.0, 9.0, "Fine")]
+    attach_words(joined, [Word(" Hello", 0.0, 0.3, 0.9), Word(" there", 0.3, 0.6, 0.9), Word(" Fine", 2.0, 3.0, 0.9)])
     truncate_long_words(joined)
-    assert (joined[1].words[0].start_s, joined[1].words[0].end_s) == (2.0, 2.3)
+    assert (joined[1].words[0].start_s, joined[1].words[0].end_s) == (2.0, 3.0)
+    # the same word after a pause (the segment before ends 1.5 s earlier, more than four medians) starts late
+    paused = [RawSegment(0.0, 0.5, "Hello there"), RawSegment(2.0, 9.0, "Fine")]
+    attach_words(paused, [Word(" Hello", 0.0, 0.3, 0.9), Word(" there", 0.3, 0.5, 0.9), Word(" Fine", 2.0, 3.0, 0.9)])
+    truncate_long_words(paused)  # median 0.3: the word is 1.0 s, ends 2.5 s after the last speech
+    assert (paused[1].words[0].start_s, paused[1].words[0].end_s) == (2.4, 3.0)
     # no word with a duration: nothing to measure a median by, nothing changes
     empty = [RawSegment(0.0, 1.0, "a")]
     attach_words(empty, [Word(" a", 0.5, 0.5, 0.9)])
