@@ -145,6 +145,16 @@ def test_merge_starts_a_segment_after_the_speech_its_text_skipped():
     out = recover.merge([skipping], [found])
     assert [(s.start_s, s.end_s) for s in out] == [(8.35, 12.75), (12.75, 23.0)]
     assert [(w.start_s, w.end_s) for w in out[1].words] == [(12.8, 13.4), (13.5, 13.8)]
+    # a recovered segment that began in the gap before: the skipping segment still starts after it; a word that
+    # begins up to WORD_PAD_S before the recovered end counts as after it, its start clamped to the segment's
+    early = Seg(7.0, 23.0, [Word(" For", 12.6, 13.4, 0.9)])
+    out = recover.merge([early], [Seg(6.8, 12.75)])
+    assert [(s.start_s, s.end_s) for s in out] == [(6.8, 12.75), (12.75, 23.0)]
+    assert (out[1].words[0].start_s, out[1].words[0].end_s) == (12.75, 13.4)
+    # a recovered segment reaching the segment's end leaves no segment of no time: the rule before applies
+    late = Seg(0.0, 10.0, [Word(" hi", 9.8, 10.0, 0.9)])
+    out = recover.merge([late], [Seg(2.0, 10.0)])
+    assert [(s.start_s, s.end_s) for s in out] == [(0.0, 2.0), (2.0, 10.0)]
     # words from the segment's start: it stretched over speech it did not transcribe, so it ends before
     stretched = Seg(7.0, 23.0, [Word(" For", 7.2, 7.5, 0.9), Word(" although", 7.5, 7.8, 0.9)])
     out = recover.merge([stretched], [Seg(8.35, 12.75)])

@@ -9,7 +9,7 @@ import torch
 from transformers.models.whisper.generation_whisper import WhisperGenerationMixin
 
 from pipeline.decode.generate import split_segments
-from pipeline.decode.segments import attach_words, clamp_words, clean, drop_repeats, truncate_long_words
+from pipeline.decode.segments import attach_words, clamp_words, clean, drop_repeats, ends_sentence, truncate_long_words
 from pipeline.facts.records import RawSegment, Word
 
 TS = 50364  # <|0.00|>
@@ -155,6 +155,33 @@ def test_a_long_word_after_a_pause_or_a_sentence_starts_late_as_openai_whisper_h
     attach_words(paused, [Word(" Hello", 0.0, 0.3, 0.9), Word(" there", 0.3, 0.5, 0.9), Word(" Fine", 2.0, 3.0, 0.9)])
     truncate_long_words(paused)  # median 0.3: the word is 1.0 s, ends 2.5 s after the last speech
     assert (paused[1].words[0].start_s, paused[1].words[0].end_s) == (2.4, 3.0)
+    # after a pause, a short first word shares a long second word's time (openai-whisper's boundary) before it
+    shared = [RawSegment(0.0, 0.5, "Hi there"), RawSegment(2.0, 9.0, "a big")]
+    words = [
+        Word(" Hi", 0.0, 0.3, 0.9),
+        Word(" there", 0.3, 0.5, 0.9),
+        Word(" a", 2.0, 2.2, 0.9),
+        Word(" big", 2.2, 5.0, 0.9),
+    ]
+    attach_words(shared, words)
+    truncate_long_words(shared)  # median 0.25: the boundary at 5.0 - 0.5, the first word 0.5 before it
+    assert [(w.start_s, w.end_s) for w in shared[1].words] == [(4.0, 4.5), (4.5, 5.0)]
+    # inside a segment, only after a sentence's end; the median is held to 0.7 s
+    inside = [RawSegment(0.0, 9.0, "One. Two three")]
+    attach_words(inside, [Word(" One.", 0.0, 1.0, 0.9), Word(" Two", 1.0, 3.0, 0.9), Word(" three", 3.0, 6.0, 0.9)])
+    truncate_long_words(inside)  # median 2.0, held to 0.7: "Two" starts 1.4 s before its end, "three" is left
+    assert [(w.start_s, w.end_s) for w in inside[0].words] == [(0.0, 1.0), (1.6, 3.0), (3.0, 6.0)]
+    # a word that ends a sentence itself carries the pause after it: never moved, after a sentence or a pause
+    final = [RawSegment(0.0, 8.0, "Right. Yes. We went home.")]
+    words = [Word(" Right.", 0.0, 0.3, 0.9), Word(" Yes.", 0.3, 4.0, 0.9), Word(" We", 4.0, 4.3, 0.9)]
+    attach_words(final, [*words, Word(" went", 4.3, 4.6, 0.9), Word(" home.", 4.6, 4.9, 0.9)])
+    truncate_long_words(final)
+    assert (final[0].words[1].start_s, final[0].words[1].end_s) == (0.3, 4.0)
+    alone = [RawSegment(0.0, 0.5, "Hi there"), RawSegment(2.0, 9.0, "Yes.")]
+    attach_words(alone, [Word(" Hi", 0.0, 0.3, 0.9), Word(" there", 0.3, 0.5, 0.9), Word(" Yes.", 2.0, 5.0, 0.9)])
+    truncate_long_words(alone)
+    assert (alone[1].words[0].start_s, alone[1].words[0].end_s) == (2.0, 5.0)
+    assert ends_sentence(" home.") and ends_sentence("?") and not ends_sentence(" Well...") and not ends_sentence(" ")
     # no word with a duration: nothing to measure a median by, nothing changes
     empty = [RawSegment(0.0, 1.0, "a")]
     attach_words(empty, [Word(" a", 0.5, 0.5, 0.9)])

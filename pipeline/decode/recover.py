@@ -181,19 +181,15 @@ def merge(segments: list, recovered: list) -> list:
     """Segments (objects with ``start_s``, ``end_s``, ``words``) with the recovered ones in time order;
     a segment whose span reaches into the next one ends where the next starts (a first-pass segment's
     timestamps often stretch over the speech it did not transcribe), its words clamped with it. One whose words
-    all begin after a recovered segment inside its span starts where that one ends instead: its text skipped the
-    speech at its start (decision record 0057)."""
+    all begin after a recovered segment that ends inside its span starts where that one ends instead: its text
+    skipped the speech at its start (decision record 0057)."""
     for seg in segments:
         said = [w for w in seg.words or () if w.word.strip()]
-        for found in recovered:
+        for found in sorted(recovered, key=lambda s: (s.start_s, s.end_s)):
             # its words begin after the recovered speech: the text skipped the speech at the segment's start
             # (the skipped sentence's seconds went to its first word until truncate_long_words), so the segment
-            # starts after it instead of ending before it
-            if (
-                said
-                and seg.start_s <= found.start_s < found.end_s <= seg.end_s
-                and said[0].start_s >= found.end_s - WORD_PAD_S
-            ):
+            # starts after it instead of ending before it (and keeps some of its span)
+            if said and seg.start_s < found.end_s < seg.end_s and said[0].start_s >= found.end_s - WORD_PAD_S:
                 seg.start_s = found.end_s
                 for w in seg.words:
                     w.start_s = max(w.start_s, seg.start_s)

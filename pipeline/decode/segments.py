@@ -92,6 +92,12 @@ def attach_words(segments: list[RawSegment], words: list[Word]) -> None:
 SENTENCE_ENDS = ".。!！?？"
 
 
+def ends_sentence(word: str) -> bool:
+    """A word that ends a sentence: its last character a full stop, question or exclamation mark (not "...")."""
+    text = word.strip()
+    return bool(text) and text[-1] in SENTENCE_ENDS and not text.endswith("..")
+
+
 def truncate_long_words(segments: list[RawSegment]) -> None:
     """openai-whisper's corrections of DTW's long words at their start (its ``add_word_timestamps``), in place.
 
@@ -103,7 +109,9 @@ def truncate_long_words(segments: list[RawSegment]) -> None:
     the last segment's end), sharing a long second word's time with it first. openai-whisper also ends a long word
     at a sentence's end early (a pause given to it): not here, where the words decide what the coverage check decodes
     again, and a pause after a sentence is not speech the text skipped (on a noisy room it sent the noise after a
-    sentence back to the model, which heard "in 1955" in it). Words stay inside their segment, in order, to the
+    sentence back to the model, which heard "in 1955" in it). A word that ends a sentence itself is never moved:
+    podscribe's words carry their punctuation, and its time the pause after it, where openai-whisper's stops ("."
+    is an entry of its own there until its words are joined). Words stay inside their segment, in order, to the
     millisecond (decision record 0057)."""
     words = [w for seg in segments for w in seg.words or ()]
     durations = [w.end_s - w.start_s for w in words if w.end_s > w.start_s]
@@ -112,12 +120,12 @@ def truncate_long_words(segments: list[RawSegment]) -> None:
     median = min(0.7, statistics.median(durations))
     longest = 2 * median
     for before, w in zip(words, words[1:]):
-        if w.end_s - w.start_s > longest and before.word.strip()[-1:] in SENTENCE_ENDS:
+        if w.end_s - w.start_s > longest and ends_sentence(before.word) and not ends_sentence(w.word):
             w.start_s = w.end_s - longest
     last_speech_s = 0.0
     for seg in segments:
         ws = seg.words or []
-        if ws and ws[0].end_s - last_speech_s > 4 * median:
+        if ws and ws[0].end_s - last_speech_s > 4 * median and not ends_sentence(ws[0].word):
             first = ws[0]
             if first.end_s - first.start_s > longest or (len(ws) > 1 and ws[1].end_s - first.start_s > 2 * longest):
                 if len(ws) > 1 and ws[1].end_s - ws[1].start_s > longest:
