@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import exchanges
+from bench.common import cpu_s
 from pipeline.diarize.diarizer import Diarizer
 from pipeline.diarize.options import DiarizeOptions
 from pipeline.storage.manifest import JobDir
@@ -353,14 +354,6 @@ class WeakCount:
                 self.weak += int(top[0] - top[1] < margin)
                 self.split += int(len({c[k] for c in choices}) > 1)
         return self.real(who, rows, vectors, new_sentence, ids, centre, *rest, **kw)
-
-
-def cpu_s() -> float:
-    """CPU seconds of this process and its finished children (ffmpeg): steadier than wall time on a busy machine."""
-    import resource
-
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def shared_embeddings(diarizers: dict) -> dict:

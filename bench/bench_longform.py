@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -59,7 +58,7 @@ import time
 import warnings
 from pathlib import Path
 
-from bench.common import LONGFORM, discover_episodes, episode_files, load_scorer, score
+from bench.common import LONGFORM, cpu_s, discover_episodes, episode_files, load_scorer, score, steal_s
 from pipeline.models import registry
 
 FW_DEFAULT_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -67,22 +66,6 @@ COVERAGE_REASON = "uncovered speech"  # a redecode that is a coverage clip (seco
 
 
 # -- what a run cost -----------------------------------------------------------------
-
-
-def cpu_s() -> float:
-    """This process's CPU seconds, every thread, and those of its children that have ended (podscribe's ffmpeg, a
-    child run of ``run_child``)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
-
-
-def steal_s() -> float:
-    """The machine's steal since boot, all CPUs (``/proc/stat``'s eighth field; 0 where there is none)."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 class Cost:

@@ -1,5 +1,5 @@
 """What the benchmarks and the tests both build on: the speech clips, long-form files joined from them, the
-ffmpeg encoder, and the long-form set's own scorer.
+ffmpeg encoder, the long-form set's own scorer, and the CPU and steal clocks the benchmarks report.
 
 One copy so that a benchmark measures the same inputs the tests assert on (the tests' ``long_form`` fixture and
 ``bench_transcribe``'s long-form file are one function), and so that a change to how clips are read or files
@@ -16,8 +16,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,3 +216,23 @@ def write_job(root: Path, episodes: list[dict], pending: list[str] = (), outputs
         inputs += row["paths"]
     job.write_job({"models": {"main": "synthetic"}}, inputs + list(pending), outputs)
     return root
+
+
+# -- what a run cost ------------------------------------------------------------------------------------------
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process, every thread, and of its children that have ended (podscribe's ffmpeg, a child
+    run): steadier than wall time on a busy machine."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def steal_s() -> float:
+    """The machine's steal since boot, all CPUs (``/proc/stat``'s eighth field: time the hypervisor gave no program
+    here; 0 where there is none)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
