@@ -116,74 +116,48 @@ def test_a_loop_stuck_on_one_instant_loses_its_echoes_and_speech_that_takes_time
     assert drop_repeats([*far, RawSegment(6.0, 6.0, "the book,")], stalled_only=True)[-1].text == "the book,"
 
 
+def _truncated(segments: list[RawSegment], words: list[tuple[str, float, float]]) -> list[list[tuple[float, float]]]:
+    """``words`` (text, start, end) attached to ``segments`` and truncated (``truncate_long_words``): each
+    segment's word spans."""
+    attach_words(segments, [Word(text, start, end, 0.9) for text, start, end in words])
+    truncate_long_words(segments)
+    return [[(w.start_s, w.end_s) for w in seg.words] for seg in segments]
+
+
 def test_a_long_word_after_a_pause_or_a_sentence_starts_late_as_openai_whisper_has_it():
     # the diagnosed piece (unseen audio, 2026-12-07): the text skipped "For a full hour ..." (8.05-12.6 s of voice)
     # and DTW gave the skipped sentence's seconds to the next sentence's first word
-    segments = [
-        RawSegment(0.67, 7.0, "And then leisure."),
-        RawSegment(7.0, 23.0, "For although the Chinese."),
-    ]
-    words = [
-        Word(" And", 0.7, 1.0, 0.9),
-        Word(" then", 1.0, 1.3, 0.9),
-        Word(" leisure.", 1.3, 1.7, 0.9),
-        Word(" For", 7.9, 13.4, 0.9),  # 5.5 s: the skipped sentence's time
-        Word(" although", 13.5, 13.8, 0.9),
-        Word(" the", 13.8, 14.0, 0.9),
-        Word(" Chinese.", 14.0, 22.9, 0.9),  # the pause after the sentence
-    ]
-    attach_words(segments, words)
-    truncate_long_words(segments)
+    segments = [RawSegment(0.67, 7.0, "And then leisure."), RawSegment(7.0, 23.0, "For although the Chinese.")]
+    words = [(" And", 0.7, 1.0), (" then", 1.0, 1.3), (" leisure.", 1.3, 1.7)]
+    words += [(" For", 7.9, 13.4), (" although", 13.5, 13.8), (" the", 13.8, 14.0), (" Chinese.", 14.0, 22.9)]
+    # "For": 5.5 s, the skipped sentence's time; "Chinese.": the pause after the sentence
+    spans = _truncated(segments, words)
     median = 0.3  # of the seven words' durations
-    first, second = segments[1].words[0], segments[0].words[-1]
-    assert (
-        first.end_s == 13.4 and abs(first.start_s - (13.4 - 2 * median)) < 1e-9
-    )  # starts twice the median before its end
-    assert second.start_s == 1.3 and second.end_s == 1.7  # short words are left alone
-    last = segments[1].words[-1]
-    assert (last.start_s, last.end_s) == (
-        14.0,
-        22.9,
-    )  # a sentence's last word keeps its end (the pause is not skipped speech)
+    (first_start, first_end), last = spans[1][0], spans[1][-1]
+    assert first_end == 13.4 and abs(first_start - (13.4 - 2 * median)) < 1e-9  # starts twice the median before its end
+    assert spans[0][-1] == (1.3, 1.7)  # short words are left alone
+    assert last == (14.0, 22.9)  # a sentence's last word keeps its end (the pause is not skipped speech)
     # a long first word right after the segment before (no pause) and not after a sentence's end is left alone
-    joined = [RawSegment(0.0, 2.0, "Hello there"), RawSegment(2.0, 9.0, "Fine")]
-    attach_words(joined, [Word(" Hello", 0.0, 0.3, 0.9), Word(" there", 0.3, 0.6, 0.9), Word(" Fine", 2.0, 3.0, 0.9)])
-    truncate_long_words(joined)
-    assert (joined[1].words[0].start_s, joined[1].words[0].end_s) == (2.0, 3.0)
-    # the same word after a pause (the segment before ends 1.5 s earlier, more than four medians) starts late
-    paused = [RawSegment(0.0, 0.5, "Hello there"), RawSegment(2.0, 9.0, "Fine")]
-    attach_words(paused, [Word(" Hello", 0.0, 0.3, 0.9), Word(" there", 0.3, 0.5, 0.9), Word(" Fine", 2.0, 3.0, 0.9)])
-    truncate_long_words(paused)  # median 0.3: the word is 1.0 s, ends 2.5 s after the last speech
-    assert (paused[1].words[0].start_s, paused[1].words[0].end_s) == (2.4, 3.0)
-    # after a pause, a short first word shares a long second word's time (openai-whisper's boundary) before it
-    shared = [RawSegment(0.0, 0.5, "Hi there"), RawSegment(2.0, 9.0, "a big")]
-    words = [
-        Word(" Hi", 0.0, 0.3, 0.9),
-        Word(" there", 0.3, 0.5, 0.9),
-        Word(" a", 2.0, 2.2, 0.9),
-        Word(" big", 2.2, 5.0, 0.9),
-    ]
-    attach_words(shared, words)
-    truncate_long_words(shared)  # median 0.25: the boundary at 5.0 - 0.5, the first word 0.5 before it
-    assert [(w.start_s, w.end_s) for w in shared[1].words] == [(4.0, 4.5), (4.5, 5.0)]
-    # inside a segment, only after a sentence's end; the median is held to 0.7 s
-    inside = [RawSegment(0.0, 9.0, "One. Two three")]
-    attach_words(inside, [Word(" One.", 0.0, 1.0, 0.9), Word(" Two", 1.0, 3.0, 0.9), Word(" three", 3.0, 6.0, 0.9)])
-    truncate_long_words(inside)  # median 2.0, held to 0.7: "Two" starts 1.4 s before its end, "three" is left
-    assert [(w.start_s, w.end_s) for w in inside[0].words] == [(0.0, 1.0), (1.6, 3.0), (3.0, 6.0)]
+    hello = [(" Hello", 0.0, 0.3), (" there", 0.3, 0.6), (" Fine", 2.0, 3.0)]
+    assert _truncated([RawSegment(0.0, 2.0, "Hello there"), RawSegment(2.0, 9.0, "Fine")], hello)[1][0] == (2.0, 3.0)
+    # the same word after a pause (the segment before ends 1.5 s earlier, more than four medians) starts late;
+    # median 0.3: the word is 1.0 s, ends 2.5 s after the last speech
+    hello = [(" Hello", 0.0, 0.3), (" there", 0.3, 0.5), (" Fine", 2.0, 3.0)]
+    assert _truncated([RawSegment(0.0, 0.5, "Hello there"), RawSegment(2.0, 9.0, "Fine")], hello)[1][0] == (2.4, 3.0)
+    # after a pause, a short first word shares a long second word's time (openai-whisper's boundary) before it;
+    # median 0.25: the boundary at 5.0 - 0.5, the first word 0.5 before it
+    shared = [(" Hi", 0.0, 0.3), (" there", 0.3, 0.5), (" a", 2.0, 2.2), (" big", 2.2, 5.0)]
+    spans = _truncated([RawSegment(0.0, 0.5, "Hi there"), RawSegment(2.0, 9.0, "a big")], shared)
+    assert spans[1] == [(4.0, 4.5), (4.5, 5.0)]
+    # inside a segment, only after a sentence's end; the median is held to 0.7 s: median 2.0, held to 0.7, "Two"
+    # starts 1.4 s before its end, "three" is left
+    inside = [(" One.", 0.0, 1.0), (" Two", 1.0, 3.0), (" three", 3.0, 6.0)]
+    assert _truncated([RawSegment(0.0, 9.0, "One. Two three")], inside) == [[(0.0, 1.0), (1.6, 3.0), (3.0, 6.0)]]
     # a word that ends a sentence itself carries the pause after it: never moved, after a sentence or a pause
-    final = [RawSegment(0.0, 8.0, "Right. Yes. We went home.")]
-    words = [Word(" Right.", 0.0, 0.3, 0.9), Word(" Yes.", 0.3, 4.0, 0.9), Word(" We", 4.0, 4.3, 0.9)]
-    attach_words(final, [*words, Word(" went", 4.3, 4.6, 0.9), Word(" home.", 4.6, 4.9, 0.9)])
-    truncate_long_words(final)
-    assert (final[0].words[1].start_s, final[0].words[1].end_s) == (0.3, 4.0)
-    alone = [RawSegment(0.0, 0.5, "Hi there"), RawSegment(2.0, 9.0, "Yes.")]
-    attach_words(alone, [Word(" Hi", 0.0, 0.3, 0.9), Word(" there", 0.3, 0.5, 0.9), Word(" Yes.", 2.0, 5.0, 0.9)])
-    truncate_long_words(alone)
-    assert (alone[1].words[0].start_s, alone[1].words[0].end_s) == (2.0, 5.0)
+    final = [(" Right.", 0.0, 0.3), (" Yes.", 0.3, 4.0), (" We", 4.0, 4.3), (" went", 4.3, 4.6), (" home.", 4.6, 4.9)]
+    assert _truncated([RawSegment(0.0, 8.0, "Right. Yes. We went home.")], final)[0][1] == (0.3, 4.0)
+    alone = [(" Hi", 0.0, 0.3), (" there", 0.3, 0.5), (" Yes.", 2.0, 5.0)]
+    assert _truncated([RawSegment(0.0, 0.5, "Hi there"), RawSegment(2.0, 9.0, "Yes.")], alone)[1][0] == (2.0, 5.0)
     assert ends_sentence(" home.") and ends_sentence("?") and not ends_sentence(" Well...") and not ends_sentence(" ")
     # no word with a duration: nothing to measure a median by, nothing changes
-    empty = [RawSegment(0.0, 1.0, "a")]
-    attach_words(empty, [Word(" a", 0.5, 0.5, 0.9)])
-    truncate_long_words(empty)
-    assert (empty[0].words[0].start_s, empty[0].words[0].end_s) == (0.5, 0.5)
+    assert _truncated([RawSegment(0.0, 1.0, "a")], [(" a", 0.5, 0.5)]) == [[(0.5, 0.5)]]

@@ -183,13 +183,16 @@ def merge(segments: list, recovered: list) -> list:
     timestamps often stretch over the speech it did not transcribe), its words clamped with it. One whose words
     all begin after a recovered segment that ends inside its span starts where that one ends instead: its text
     skipped the speech at its start (decision record 0057)."""
+    in_order = sorted(recovered, key=lambda s: (s.start_s, s.end_s))
     for seg in segments:
         said = [w for w in seg.words or () if w.word.strip()]
-        for found in sorted(recovered, key=lambda s: (s.start_s, s.end_s)):
+        if not said:
+            continue
+        for found in in_order:
             # its words begin after the recovered speech: the text skipped the speech at the segment's start
             # (the skipped sentence's seconds went to its first word until truncate_long_words), so the segment
             # starts after it instead of ending before it (and keeps some of its span)
-            if said and seg.start_s < found.end_s < seg.end_s and said[0].start_s >= found.end_s - WORD_PAD_S:
+            if seg.start_s < found.end_s < seg.end_s and said[0].start_s >= found.end_s - WORD_PAD_S:
                 seg.start_s = found.end_s
                 for w in seg.words:
                     w.start_s = max(w.start_s, seg.start_s)

@@ -4,7 +4,8 @@ The average log-probability scores each token after Whisper's logits rules as th
 and openai-whisper's ``avg_logprob``): the decoding loop's own scores where they are the row's (int8 on the CPU, one
 greedy pass that ended and kept every token: the same bits with and without a draft; decision 0056), else a
 teacher-forced pass of the main model (``forced.py``) over the tokens as decoded; the compression ratio is the
-text's length over its zlib-compressed length (a looping text compresses well). The no-speech rule and the second chances (``second_chances.py``) read both.
+text's length over its zlib-compressed length (a looping text compresses well). The no-speech rule and the second
+chances (``second_chances.py``) read both.
 """
 
 from __future__ import annotations
