@@ -1,5 +1,6 @@
 """Where a CLI run's start-up goes, as a timeline: each named function's start, end and seconds, on which thread,
-with the first import of the heavy libraries and every wait on a future (a packed layer, a probe) over 2 ms.
+with the first import of the heavy libraries and every wait on a future (a packed layer, a probe) over 2 ms, and the
+process's minor page faults while each ran (every thread's: memory touched for the first time costs system time).
 
     python bench/startup_timeline.py pipeline.models.load:load_models,pipeline.audio.vad:voice \\
         -- transcribe one.wav --model base --out /tmp/job
@@ -19,6 +20,7 @@ import atexit
 import builtins
 import concurrent.futures
 import importlib
+import resource
 import runpy
 import sys
 import threading
@@ -30,11 +32,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 WATCHED = {"torch", "pyarrow", "pyarrow.parquet", "pandas", "onnxruntime", "tokenizers", "safetensors", "tqdm"}
 
 t0 = time.perf_counter()
-events: list[tuple[float, float, str, str]] = []  # start s, end s, thread, what
+events: list[tuple[float, float, str, str, int]] = []  # start s, end s, thread, what, minor faults meanwhile
 
 
-def stamp(start: float, what: str) -> None:
-    events.append((start - t0, time.perf_counter() - t0, threading.current_thread().name, what))
+def faults() -> int:
+    """The process's minor page faults so far, all threads."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def stamp(start: float, what: str, faults_at_start: int) -> None:
+    events.append(
+        (start - t0, time.perf_counter() - t0, threading.current_thread().name, what, faults() - faults_at_start)
+    )
 
 
 def wrap(target: str) -> None:
@@ -47,11 +56,11 @@ def wrap(target: str) -> None:
     original = getattr(owner, name)
 
     def stamped(*args, **kwargs):
-        start = time.perf_counter()
+        start, at = time.perf_counter(), faults()
         try:
             return original(*args, **kwargs)
         finally:
-            stamp(start, target)
+            stamp(start, target, at)
 
     setattr(owner, name, stamped)
 
@@ -61,11 +70,11 @@ def watch_imports() -> None:
 
     def importing(name, *args, **kwargs):
         if name in WATCHED and name not in sys.modules:
-            start = time.perf_counter()
+            start, at = time.perf_counter(), faults()
             try:
                 return real(name, *args, **kwargs)
             finally:
-                stamp(start, f"import {name}")
+                stamp(start, f"import {name}", at)
         return real(name, *args, **kwargs)
 
     builtins.__import__ = importing
@@ -75,12 +84,12 @@ def watch_waits() -> None:
     real = concurrent.futures.Future.result
 
     def result(self, *args, **kwargs):
-        start = time.perf_counter()
+        start, at = time.perf_counter(), faults()
         try:
             return real(self, *args, **kwargs)
         finally:
             if time.perf_counter() - start > 0.002:
-                stamp(start, "wait on a future")
+                stamp(start, "wait on a future", at)
 
     concurrent.futures.Future.result = result
 
@@ -101,9 +110,12 @@ def main() -> None:
 
 
 def report() -> None:
-    print(f"wall {time.perf_counter() - t0:.2f} s", file=sys.stderr)
-    for start, end, thread, what in sorted(events):
-        print(f"{start:6.2f} {end:6.2f} {end - start:5.2f}  {thread[:14]:14} {what}", file=sys.stderr)
+    print(f"wall {time.perf_counter() - t0:.2f} s, {faults():,} minor page faults", file=sys.stderr)
+    for start, end, thread, what, touched in sorted(events):
+        print(
+            f"{start:6.2f} {end:6.2f} {end - start:5.2f}  {thread[:14]:14} {what}  (+{touched:,} faults)",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":
