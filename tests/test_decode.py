@@ -141,38 +141,6 @@ def test_the_scoring_pass_scores_a_row_in_chunks_as_the_whole_row(
     assert scored[7] == scored[10_000]
 
 
-@pytest.mark.identity
-def test_pieces_encoded_ahead_on_the_reading_thread_decode_to_the_batchs_tokens(tiny_en_models, speech_pieces):
-    """The encoder of the next batch runs on the thread that reads the file (decision 0058): a piece's features
-    and encoder states computed there, on its own OpenMP threads, must give the batch the same tokens, scores and
-    no-speech probabilities bit for bit as computed in the batch, also when only some of its rows came ahead. A
-    piece the gate will not decode (silence) is not encoded ahead."""
-    import threading
-    from dataclasses import replace
-
-    models = int8_copy(tiny_en_models)
-    t = Transcriber(models, DecodeOptions(language="en", batch_size=4, **FIRST_PASS))
-    t.encodes_ahead = True  # whatever the test process's thread count
-    pieces = [*speech_pieces, np.zeros(16000 * 5, np.float32)]
-
-    def scored(results):
-        return [(r.tokens, r.avg_logprob, r.no_speech_prob, r.skipped) for r in results]
-
-    reference = scored(t.transcribe(pieces))
-    ahead: list = []
-    reader = threading.Thread(target=lambda: ahead.extend(t.encode_ahead(p, None) for p in pieces))
-    reader.start()
-    reader.join()
-    assert [a is None for a in ahead] == [False] * len(speech_pieces) + [True]
-    assert scored(t.transcribe(pieces, ahead=ahead)) == reference
-    some = [None, ahead[1], None, ahead[3], None]
-    assert scored(t.transcribe(pieces, ahead=some)) == reference
-    silenced = [None, replace(ahead[1], encoded=ahead[1].encoded * 0), None, None, None]
-    assert scored(t.transcribe(pieces, ahead=silenced))[1] != reference[1]  # what came ahead is what it decodes
-    t.encodes_ahead = False
-    assert t.encode_ahead(pieces[0], None) is None
-
-
 def test_a_token_the_rules_forbid_keeps_its_raw_score(tiny_en_models, speech_pieces):
     """The rules mask logits in place; a token they forbid where the teacher-forced row differs from the decoding
     (text right after the prompt, where a timestamp must come first) is scored by its raw log-probability, never

@@ -199,54 +199,6 @@ def test_the_next_long_file_is_read_while_the_last_batch_of_the_one_before_decod
     assert tables(tmp_path / "job") == small_reference
 
 
-def test_the_encoder_of_the_next_batch_runs_on_the_reading_thread_and_the_tables_are_the_same(
-    small_archive, tiny_en_models, tmp_path, monkeypatch
-):
-    """With two threads the thread that reads a file also runs the encoder over its pieces, beside the model's
-    decoding of the batch before (decision 0058): every decoded piece came through it (the stage computed no
-    encoder states of its own), and the tables are those of a run that encoded every batch in the stage."""
-    import threading
-
-    import torch
-
-    from pipeline.audio.media import CutOptions
-    from pipeline.decode import DecodeOptions, transcriber
-    from pipeline.job.config import JobOptions
-    from pipeline.job.run import run
-
-    def job(out):
-        options = JobOptions(
-            out_dir=out,
-            decode=DecodeOptions(language="en", batch_size=2),
-            cut=CutOptions(min_s=5, max_s=10),
-            progress=False,
-            threads=2,
-        )
-        assert run([str(p) for p in small_archive], options, models=tiny_en_models).done == 3
-        return tables(out)
-
-    threads = torch.get_num_threads()
-    real_encode = transcriber.encode
-    rows: Counter = Counter()  # rows of encoder states computed, per thread
-
-    def encode(model, features):
-        rows[threading.current_thread().name] += features.shape[0]
-        return real_encode(model, features)
-
-    monkeypatch.setattr(transcriber, "encode", encode)
-    try:
-        encoded_ahead = job(tmp_path / "ahead")
-        ahead = dict(rows)
-        rows.clear()
-        monkeypatch.setattr(transcriber.Transcriber, "encode_ahead", lambda self, samples, voice: None)
-        assert encoded_ahead == job(tmp_path / "in the stage")
-        pieces = len(encoded_ahead["pieces"])
-        assert ahead.get("podscribe-prefetch") == pieces and "podscribe-prefetch" not in rows, (ahead, rows)
-        assert ahead.get("MainThread", 0) == rows["MainThread"] - pieces  # coverage clips are the stage's own
-    finally:
-        torch.set_num_threads(threads)
-
-
 def test_failed_inputs_are_kept_retried_on_request_and_redone_when_fixed(small_archive, cache_dir, tmp_path):
     out = tmp_path / "job"
     broken = tmp_path / "episode two.mp3"

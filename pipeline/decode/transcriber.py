@@ -5,8 +5,7 @@ transformers' ``generate`` gives with the main model alone. Per batch:
 
 1. pieces quieter than ``silence_db``, or where Silero VAD hears no voice,
    are not decoded at all;
-2. the encoder runs once (on the CPU, for a piece the reading thread had ahead, already: ``encode_ahead``)
-   and the main model's cross-attention keys/values are
+2. the encoder runs once and the main model's cross-attention keys/values are
    projected once (``kv_cache.CrossKV``: steps 2-4 read them); one decoder step on ``<|startoftranscript|>`` gives
    the no-speech probability and, when no language is given, the language;
    with a prompt (``initial_prompt``, ``hotwords``) the no-speech probability is
@@ -57,15 +56,6 @@ from .second_chances import Abandoned  # noqa: F401  (the job's workers catch it
 from .timing import word_timings
 
 log = logging.getLogger("podscribe")
-
-
-@dataclass
-class Ahead:
-    """One piece's log-mel features [1, mels, 3000] and encoder states [1, frames, width], computed on the thread
-    that reads the file, while the model decodes the batch before (``Transcriber.encode_ahead``)."""
-
-    features: torch.Tensor
-    encoded: torch.Tensor
 
 
 @dataclass
@@ -120,9 +110,6 @@ class Transcriber:
             if use_assistant
             else None
         )
-        # The encoder of the next batch's pieces runs on the thread that reads them, beside this batch's decoding
-        # loop (decision 0058): on the CPU, with two or more threads (one thread has no core to lend).
-        self.encodes_ahead = models.runtime.device.type == "cpu" and torch.get_num_threads() > 1
         self.choice: auto.Choice | None = None
         if not models.auto:
             self.choice = auto.Choice(
@@ -132,22 +119,17 @@ class Transcriber:
     # -- public -----------------------------------------------------------------
 
     def transcribe(
-        self,
-        batch: list[np.ndarray],
-        language: str | None = None,
-        voices: list[vad.Voice | None] | None = None,
-        ahead: list[Ahead | None] | None = None,
+        self, batch: list[np.ndarray], language: str | None = None, voices: list[vad.Voice | None] | None = None
     ) -> list[PieceResult]:
         """Decode up to ``batch_size`` pieces (each <= 30 s of 16 kHz mono float32); ``language`` overrides
         detection for this batch (a file's locked language); ``voices``: the pieces' VAD, where it was
-        computed ahead (``vad.voice`` with this transcriber's threshold), else computed here; ``ahead``: their
-        features and encoder states where ``encode_ahead`` computed them, else computed here."""
+        computed ahead (``vad.voice`` with this transcriber's threshold), else computed here."""
         results, active = self.gate(batch, voices)
         size = self.options.batch_size
         for at in range(0, len(active), size):
             rows = active[at : at + size]
             audio, found = [batch[i] for i in rows], [results[i] for i in rows]
-            self.decode(audio, found, [language] * len(rows), [ahead[i] for i in rows] if ahead else None)
+            self.decode(audio, found, [language] * len(rows))
             if self.options.coverage:
                 second_chances.cover(self, audio, found)
         if not self.options.word_timestamps:  # words computed for the coverage check only
@@ -193,31 +175,15 @@ class Transcriber:
         """The VAD of one piece, as the gate computes it (the runner computes it ahead, off the model's thread)."""
         return vad.voice(samples, vad.VadOptions(threshold=self.options.vad_threshold))
 
-    @torch.inference_mode()
-    def encode_ahead(self, samples: np.ndarray, voice: vad.Voice | None) -> Ahead | None:
-        """A piece's features and encoder states, for ``transcribe`` to take instead of computing them: called
-        on the thread that reads the file, so that the encoder of the next batch runs while this batch decodes
-        (decision 0058). On the CPU a row's encoder states are the same bits alone as in its batch (``encode``),
-        on any thread. None where the gate will not decode the piece, and where ``encodes_ahead`` is off."""
-        if not self.encodes_ahead or not self.gate([samples], [voice])[1]:
-            return None
-        return self._ahead_here(samples)
-
     # -- steps ------------------------------------------------------------------
 
     @torch.inference_mode()
-    def decode(
-        self,
-        audio: list[np.ndarray],
-        results: list[PieceResult],
-        languages: list[str | None],
-        ahead: list[Ahead | None] | None = None,
-    ) -> None:
+    def decode(self, audio: list[np.ndarray], results: list[PieceResult], languages: list[str | None]) -> None:
         # The heap's free pages go back after each step (``return_freed_memory``): the steps allocate tensors of
         # different sizes, and glibc would keep each step's freed pages, so the steps' peaks would stack.
         # The main model's cross-attention keys/values are projected once here and read by the probe, the
         # decoding loop and the scoring pass: each projected its own before.
-        heard = self.first_pass(audio, languages, ahead=ahead)
+        heard = self.first_pass(audio, languages)
         features, encoded, cross, languages = heard.features, heard.encoded, heard.cross, heard.languages
         for r, p, lang in zip(results, heard.no_speech, languages):
             r.no_speech_prob, r.language = float(p), lang
@@ -274,31 +240,15 @@ class Transcriber:
             out[i] = row_words
         return out
 
-    def first_pass(
-        self,
-        audio: list[np.ndarray],
-        languages: list[str | None],
-        cross: bool = True,
-        ahead: list[Ahead | None] | None = None,
-    ) -> Heard:
+    def first_pass(self, audio: list[np.ndarray], languages: list[str | None], cross: bool = True) -> Heard:
         """What every decode of these pieces starts from (and a draft's training labels, distill/data.py): features,
-        encoder (taken from ``ahead`` where a row has them), the cross-attention projection (``cross``), then the
-        first step's no-speech and language."""
-        if ahead is not None and any(a is not None for a in ahead):
-            rows = [a if a is not None else self._ahead_here(x) for a, x in zip(ahead, audio)]
-            features, encoded = torch.cat([a.features for a in rows]), torch.cat([a.encoded for a in rows])
-        else:
-            features = self.features(audio)
-            encoded = encode(self.models.main, features)
+        encoder, the cross-attention projection (``cross``), then the first step's no-speech and language."""
+        features = self.features(audio)
+        encoded = encode(self.models.main, features)
         return_freed_memory()  # before the projection: its keys would stack on the encoder's freed pages
         kv = CrossKV.project(self.models.main, encoded) if cross else None
         no_speech, languages = self.probe(encoded, languages, kv)
         return Heard(features, encoded, kv, no_speech, languages)
-
-    def _ahead_here(self, samples: np.ndarray) -> Ahead:
-        """A row's features and encoder states computed now, for a batch whose other rows came ahead."""
-        features = self.features([samples])
-        return Ahead(features, encode(self.models.main, features))
 
     def prompt(self, language: str | None) -> list[int]:
         return self.plain.prompt(language, self.options.task, self.context)

@@ -104,18 +104,16 @@ def decoded_pieces(ctx: FileContext, info: media.AudioInfo, warnings: list[str])
     lock = LanguageLock(ctx.transcriber, persisted)
     try:
         voices: list = []
-        ahead: list = []
-        for (piece, known, heard, encoded), last in with_last(stream.items):
+        for (piece, known, heard), last in with_last(stream.items):
             queue.append([piece, None if known is None else tables.from_partial(known)])
             if known is None:
                 batch.append(queue[-1])
                 voices.append(heard)
-                ahead.append(encoded)
             if last and ctx.last_batch is not None:
                 ctx.last_batch()
             if batch and (len(batch) == size or last):
-                _decode_batch(ctx, batch, lock, checkpoint=ctx.checkpoint and not last, voices=voices, ahead=ahead)
-                batch, voices, ahead = [], [], []
+                _decode_batch(ctx, batch, lock, checkpoint=ctx.checkpoint and not last, voices=voices)
+                batch, voices = [], []
                 if ctx.stop.is_set() and not last:
                     yield from _known(ctx, queue)
                     raise Interrupted()
@@ -162,18 +160,16 @@ def decode_batch(
     language: str | None,
     voices: list | None,
     events: Events = NOTHING,
-    ahead: list | None = None,
 ) -> list[PieceResult]:
     """The one way a worker decodes a batch, of one file's pieces or of several one-piece files: decoded, the
-    memory the batch freed given back, each piece said decoded and its audio dropped. ``voices`` and ``ahead``:
-    what the reading thread computed of each piece (``stream.Stream``). A stop during a second chance is
-    Interrupted: the batch is decoded again on resume."""
+    memory the batch freed given back, each piece said decoded and its audio dropped. A stop during a second
+    chance is Interrupted: the batch is decoded again on resume."""
     from ..decode.transcriber import Abandoned  # loaded with the model already
 
     for path in dict.fromkeys(held.path for held in batch):
         events.decoding(path, [held.piece.index for held in batch if held.path == path])
     try:
-        results = transcriber.transcribe([held.piece.samples for held in batch], language, voices, ahead)
+        results = transcriber.transcribe([held.piece.samples for held in batch], language, voices)
     except Abandoned:
         raise Interrupted() from None
     return_freed_memory()
@@ -184,18 +180,13 @@ def decode_batch(
 
 
 def _decode_batch(
-    ctx: FileContext,
-    batch: list[list],
-    lock: LanguageLock,
-    checkpoint: bool,
-    voices: list | None = None,
-    ahead: list | None = None,
+    ctx: FileContext, batch: list[list], lock: LanguageLock, checkpoint: bool, voices: list | None = None
 ) -> None:
     """A batch of this file's pieces, decoded and (but for the file's last) checkpointed before the next starts."""
     pieces = [entry[0] for entry in batch]
     language = lock([p.samples for p in pieces])
     results = decode_batch(
-        ctx.transcriber, [BatchPiece(ctx.file_id, ctx.path, p) for p in pieces], language, voices, ctx.events, ahead
+        ctx.transcriber, [BatchPiece(ctx.file_id, ctx.path, p) for p in pieces], language, voices, ctx.events
     )
     if checkpoint:
         check_unchanged(ctx.task)  # a checkpoint of other audio under this content's id would be resumed from

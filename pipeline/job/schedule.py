@@ -248,22 +248,21 @@ class Worker(FileWork):
             finally:
                 stream.items.close()
             if len(cut) == 1 and cut[0][1] is None:
-                piece, _, heard, encoded = cut[0]
-                entries.append((task.file_id, piece, stream.notes, heard, encoded))
+                piece, _, heard = cut[0]
+                entries.append((task.file_id, piece, stream.notes, heard))
         if len(entries) < 2:
             return {}
         paths = {task.file_id: task.refs[0].path for task, _ in claims}
-        batch = [BatchPiece(file_id, paths[file_id], piece) for file_id, piece, *_ in entries]
-        voices, ahead = [entry[3] for entry in entries], [entry[4] for entry in entries]
+        batch = [BatchPiece(file_id, paths[file_id], piece) for file_id, piece, _, _ in entries]
         try:
-            results = decode_batch(self.transcriber, batch, None, voices, self.options.events, ahead)
+            results = decode_batch(self.transcriber, batch, None, [heard for *_, heard in entries], self.options.events)
         except (RuntimeError, ValueError, MemoryError):  # each file then decodes alone, and fails alone
             log.warning("a batch across files failed; decoding them one by one:\n%s", traceback.format_exc())
             return {}
         share = (time.monotonic() - start) / len(entries)
         return {
             file_id: Predecoded([(piece, result)], notes, share)
-            for (file_id, piece, notes, *_), result in zip(entries, results)
+            for (file_id, piece, notes, _), result in zip(entries, results)
         }
 
     def decode_claimed(

@@ -1,6 +1,5 @@
-"""A file's pieces, read in the background (ffmpeg, the cutter, the VAD, on the CPU the encoder) a batch ahead of
-the model, and the next group of files opened while the current one decodes, so the model does not wait on ffmpeg
-(decision 0021) and the encoder of the next batch runs beside this batch's decoding loop (decision 0058)."""
+"""A file's pieces, read in the background (ffmpeg, the cutter, the VAD) a batch ahead of the model, and the next
+group of files opened while the current one decodes, so the model does not wait on ffmpeg (decision 0021)."""
 
 from __future__ import annotations
 
@@ -22,10 +21,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Stream:
-    """A file's pieces as a background thread reads them (ffmpeg, the cutter, the VAD, the encoder), a batch ahead:
-    ``(piece, persisted row or None, voice or None, encoded or None)`` (``Transcriber.encode_ahead``). A piece
-    persisted when reading began comes without its samples, VAD or encoder states; ``notes`` fills with the
-    cutter's warnings as it reads."""
+    """A file's pieces as a background thread reads them (ffmpeg, the cutter, the VAD), a batch ahead:
+    ``(piece, persisted row or None, voice or None)``. A piece persisted when reading began comes without its
+    samples or VAD; ``notes`` fills with the cutter's warnings as it reads."""
 
     persisted: dict[int, dict]
     notes: list[str]
@@ -58,11 +56,11 @@ def read(
                 piece.n_samples,
             ):
                 piece.samples = None
-                yield piece, known, None, None
+                yield piece, known, None
             else:
                 heard = hear(piece.samples) if hear else None
                 events.happened("read", file_id, piece.index)
-                yield piece, None, heard, transcriber.encode_ahead(piece.samples, heard)
+                yield piece, None, heard
 
     return Stream(persisted, notes, prefetch.ahead(produced(), depth=transcriber.options.batch_size))
 
