@@ -1,29 +1,33 @@
 """Experiment (not kept): the next batch's first pass (features, encoder, keys, probe) on a second thread beside
-this batch's decoding. Pieces are fixed 24 s cuts, 8 a batch; the tokens of every mode are hashed.
+this batch's decoding, with the OpenMP threads of each chosen. Pieces are fixed 24 s cuts, 8 a batch; the tokens
+of every mode are hashed. 2026-12-07-levers/overlap.py, for the stage's current ``generate``, with two more modes.
 
-    .venv/bin/python bench/results/2026-12-07-levers/overlap.py A.mp3[,B.m4a] seq|ovl1|ovl2 BATCHES
+    .venv/bin/python bench/results/2026-12-07-encoder-ahead/overlap.py A.mp3[,B.m4a] MODE BATCHES
 
-seq: first pass then decoding, batch after batch, two threads; ovl1: the next batch's first pass on a worker thread
-with one OpenMP thread, the decoding with one; ovl2: the same with two threads each.
+seq: first pass then decoding, batch after batch, two threads; seq1: the same with the decoding at one thread;
+ovl1 / ovl2: the next batch's first pass on a worker thread, it and the decoding at one / two threads each; ovl21:
+the worker at two threads, the decoding at one.
 """
 
 import hashlib
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
-sys.path.insert(0, '/work/main')
-import pipeline  # noqa
-import torch
-
-from pipeline.audio.media import decode
-from pipeline.decode.options import DecodeOptions
-from pipeline.decode.transcriber import Transcriber
-from pipeline.facts.records import PieceResult
-from pipeline.facts.runtime import pick_runtime
-from pipeline.models.load import load_models
+sys.path.insert(0, os.path.abspath(__file__).rsplit("/bench/", 1)[0])  # this checkout's pipeline
+# isort: off
+import numpy as np  # noqa: E402
+import pipeline  # noqa: E402, F401  (before torch: OpenMP's spin, MKL's strict mode)
+import torch  # noqa: E402
+from pipeline.audio.media import decode  # noqa: E402
+from pipeline.decode.options import DecodeOptions  # noqa: E402
+from pipeline.decode.transcriber import Transcriber  # noqa: E402
+from pipeline.facts.records import PieceResult  # noqa: E402
+from pipeline.facts.runtime import pick_runtime  # noqa: E402
+from pipeline.models.load import load_models  # noqa: E402
+# isort: on
 
 audio = np.concatenate([decode(Path(p)) for p in sys.argv[1].split(",")])
 mode, n_batches = sys.argv[2], int(sys.argv[3])
@@ -31,6 +35,8 @@ PIECE = 16000 * 24
 pieces = [audio[i * PIECE : (i + 1) * PIECE] for i in range(8 * n_batches)]
 batches = [pieces[i * 8 : (i + 1) * 8] for i in range(n_batches)]
 transcriber = Transcriber(load_models("base", "none", pick_runtime("cpu", "auto")), DecodeOptions(batch_size=8))
+FIRST_THREADS = {"ovl1": 1, "ovl2": 2, "ovl21": 2}
+DECODING_THREADS = {"seq": 2, "seq1": 1, "ovl1": 1, "ovl2": 2, "ovl21": 1}
 
 
 def first_pass(batch, threads=None):
@@ -41,7 +47,7 @@ def first_pass(batch, threads=None):
 
 
 def decoding(heard, batch):
-    results = [PieceResult() for _ in range(heard.encoded.shape[0])]
+    results = [PieceResult() for _ in batch]
     generated = transcriber.generate(heard.features, heard.encoded, heard.languages, batch, results, heard.cross)
     return [g.tokens for g in generated]
 
@@ -50,26 +56,24 @@ with torch.inference_mode():
     decoding(first_pass(batches[0][:2]), batches[0][:2])  # warm up
     out = []
     start = time.perf_counter()
-    if mode in ("seq", "seq1"):
+    if mode.startswith("seq"):
         first_s = decoding_s = 0.0
         for batch in batches:
             a = time.perf_counter()
             heard = first_pass(batch, 2)
             b = time.perf_counter()
-            if mode == "seq1":
-                torch.set_num_threads(1)
+            torch.set_num_threads(DECODING_THREADS[mode])
             out.append(decoding(heard, batch))
             first_s, decoding_s = first_s + b - a, decoding_s + time.perf_counter() - b
         print(f"first passes {first_s:.1f} s, decoding {decoding_s:.1f} s")
     else:
-        threads = 1 if mode == "ovl1" else 2
         pool = ThreadPoolExecutor(1)
-        future = pool.submit(first_pass, batches[0], threads)
-        torch.set_num_threads(1 if mode in ("ovl1", "ovl21") else 2)
-        for i in range(n_batches):
-            heard = future.result(); batch = batches[i]
+        future = pool.submit(first_pass, batches[0], FIRST_THREADS[mode])
+        torch.set_num_threads(DECODING_THREADS[mode])
+        for i, batch in enumerate(batches):
+            heard = future.result()
             if i + 1 < n_batches:
-                future = pool.submit(first_pass, batches[i + 1], threads)
+                future = pool.submit(first_pass, batches[i + 1], FIRST_THREADS[mode])
             out.append(decoding(heard, batch))
     wall = time.perf_counter() - start
 print(mode, f"{wall:.1f}s", hashlib.md5(repr(out).encode()).hexdigest()[:10])

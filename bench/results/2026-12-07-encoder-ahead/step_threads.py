@@ -1,25 +1,52 @@
-import sys, time
-sys.path.insert(0, "/work/main")
-import pipeline, torch
-from pipeline.decode.kv_cache import KVCacheDecoder
-from pipeline.facts.runtime import pick_runtime
-from pipeline.models.load import load_models
+"""A decoding step of base int8 at 1 and 2 OpenMP threads (random encoder states, a cache 10-70 deep), alternated
+in one process, medians of three; the logits of both are compared bit for bit.
+
+    .venv/bin/python bench/results/2026-12-07-encoder-ahead/step_threads.py
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.abspath(__file__).rsplit("/bench/", 1)[0])  # this checkout's pipeline
+# isort: off
+import pipeline  # noqa: E402, F401  (before torch: OpenMP's spin, MKL's strict mode)
+import torch  # noqa: E402
+from pipeline.decode.kv_cache import KVCacheDecoder  # noqa: E402
+from pipeline.facts.runtime import pick_runtime  # noqa: E402
+from pipeline.models.load import load_models  # noqa: E402
+# isort: on
+
 models = load_models("base", None, pick_runtime("cpu", "auto"), None)
-dec = KVCacheDecoder(models.main)
-time.sleep(1)
-def steps(rows, n=60):
+decoder = KVCacheDecoder(models.main)
+time.sleep(1)  # the packing thread done
+torch.manual_seed(0)
+states = {rows: torch.randn(rows, 1500, 512) for rows in (1, 2, 4, 8)}
+
+
+def steps(rows: int, n: int = 60) -> tuple[float, list]:
     with torch.inference_mode():
-        dec.start(torch.randn(rows, 1500, 512), capacity=260)
-        ids = torch.randint(0, 50000, (rows, 1)); pos = torch.zeros(rows, dtype=torch.long)
-        for p in range(10): dec.forward(ids, pos + p)
-        t = time.perf_counter()
-        for p in range(10, 10 + n): dec.forward(ids, pos + p)
-        return (time.perf_counter() - t) / n * 1e3
-res = {}
-for rep in range(3):
-    for th in (2, 1):
-        torch.set_num_threads(th)
-        for rows in (1, 2, 4, 8):
-            res.setdefault((th, rows), []).append(steps(rows))
-for rows in (1, 2, 4, 8):
-    print(rows, "rows:", "  ".join(f"{th} thr {sorted(res[(th, rows)])[1]:.2f} ms" for th in (2, 1)))
+        decoder.start(states[rows], capacity=260)
+        ids = torch.randint(0, 50000, (rows, 1), generator=torch.Generator().manual_seed(1))
+        at = torch.zeros(rows, dtype=torch.long)
+        for p in range(10):
+            decoder.forward(ids, at + p)
+        start, logits = time.perf_counter(), []
+        for p in range(10, 10 + n):
+            logits.append(decoder.forward(ids, at + p))
+        return (time.perf_counter() - start) / n * 1e3, logits
+
+
+times, logits = {}, {}
+for _ in range(3):
+    for threads in (2, 1):
+        torch.set_num_threads(threads)
+        for rows in states:
+            ms, logits[threads, rows] = steps(rows)
+            times.setdefault((threads, rows), []).append(ms)
+for rows in states:
+    same = all(torch.equal(a, b) for a, b in zip(logits[1, rows], logits[2, rows]))
+    print(
+        f"rows {rows}: 2 threads {sorted(times[2, rows])[1]:.2f} ms, 1 thread {sorted(times[1, rows])[1]:.2f} ms,",
+        "the same logits" if same else "LOGITS DIFFER",
+    )
