@@ -1,7 +1,7 @@
 """A decoding step of base int8 at 1 and 2 OpenMP threads (random encoder states, a cache 10-70 deep), alternated
 in one process, medians of three; the logits of both are compared bit for bit.
 
-    .venv/bin/python bench/results/2026-12-07-encoder-ahead/step_threads.py
+    .venv/bin/python bench/results/2026-12-07-tails/step_threads.py
 """
 
 import os

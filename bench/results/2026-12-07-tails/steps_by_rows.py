@@ -1,6 +1,6 @@
 """The decoding loop's steps by live rows: how much of a run's loop runs with few rows (the batches' tails).
 
-    .venv/bin/python bench/results/2026-12-07-encoder-ahead/steps_by_rows.py FOLDER_OF_EPISODES CALLS.json
+    .venv/bin/python bench/results/2026-12-07-tails/steps_by_rows.py FOLDER_OF_EPISODES CALLS.json
 
 podscribe's defaults in this process; every one-token forward of the main decoder timed and counted by its rows,
 and every greedy call's rows (each row's tokens) written to CALLS.json, with which second chance it ran in.

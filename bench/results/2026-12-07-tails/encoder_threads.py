@@ -1,7 +1,7 @@
 """base's int8 encoder a window, and a 2048 x 2048 float32 product, at 2 and 1 OpenMP threads: what the second vCPU
 gives to work that computes (the decoding step's: step_threads.py).
 
-    .venv/bin/python bench/results/2026-12-07-encoder-ahead/encoder_threads.py
+    .venv/bin/python bench/results/2026-12-07-tails/encoder_threads.py
 """
 
 import os

@@ -1,8 +1,9 @@
 """Experiment (not kept): the next batch's first pass (features, encoder, keys, probe) on a second thread beside
 this batch's decoding, with the OpenMP threads of each chosen. Pieces are fixed 24 s cuts, 8 a batch; the tokens
-of every mode are hashed. 2026-12-07-levers/overlap.py, for the stage's current ``generate``, with two more modes.
+of every mode are hashed. First written for 2026-12-07-levers (modes seq, ovl1, ovl2), now for the stage's
+current ``generate``, with two more.
 
-    .venv/bin/python bench/results/2026-12-07-encoder-ahead/overlap.py A.mp3[,B.m4a] MODE BATCHES
+    .venv/bin/python bench/results/2026-12-07-tails/overlap.py A.mp3[,B.m4a] MODE BATCHES
 
 seq: first pass then decoding, batch after batch, two threads; seq1: the same with the decoding at one thread;
 ovl1 / ovl2: the next batch's first pass on a worker thread, it and the decoding at one / two threads each; ovl21:
