@@ -324,9 +324,10 @@ def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[int, str, str]
 
 
 def lines(trace: Path, claims: bool = False, reads: bool = False) -> list[str]:
-    """The trace's decoded / persisted events (and the claims of files, the pieces read, when asked)."""
+    """The trace's decoded / persisted events (and the claims of files, the pieces read and the files opened ahead,
+    when asked)."""
     found = trace.read_text().splitlines() if trace.exists() else []
-    shown = {"decoded", "persisted"} | ({"claimed"} if claims else set()) | ({"read"} if reads else set())
+    shown = {"decoded", "persisted"} | ({"claimed"} if claims else set()) | ({"read", "opened"} if reads else set())
     return [x for x in found if x.split(" ", 1)[0] in shown]
 
 

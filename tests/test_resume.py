@@ -174,7 +174,7 @@ def test_a_file_read_ahead_whose_batch_does_not_form_is_read_again_for_its_own_r
     assert "done: 3, failed: 1" in stdout, stdout + stderr
     events = [line.split()[:2] for line in lines(trace, claims=True, reads=True)]
     third = [i for i, (event, _) in enumerate(events) if event == "claimed"][2]
-    assert ["read", events[third][1]] in events[:third], f"the third file was not read ahead: {events}"
+    assert ["opened", events[third][1]] in events[:third], f"the third file was not read ahead: {events}"
     assert _transcripts(grouped) == _transcripts(alone)
     failed = [r for r in tables(grouped)["files"] if r["status"] == "failed"]
     assert len(failed) == 1 and "no audio samples" in failed[0]["error"], failed
@@ -185,7 +185,9 @@ def test_the_next_long_file_is_read_while_the_last_batch_of_the_one_before_decod
 ):
     """Three files of several pieces each (batch 1: a piece is a batch): each file's audio is opened as the last
     batch of the file before starts, not after it (its first batch waited on ffmpeg and the VAD) and not sooner
-    (held all that time, it would be kept from a worker idle at the job's tail). The tables are the same."""
+    (held all that time, it would be kept from a worker idle at the job's tail). The tables are the same.
+    The order is that of the ``opened`` event, told on the decoding thread; when the reading thread's first piece
+    comes out depends on how busy the machine is (CI once saw it after the last batch of tiny.en)."""
     trace = tmp_path / "trace.txt"
     code, _, stderr = run_here(tmp_path / "job", small_archive, cache_dir, trace)
     assert code == 0, stderr
@@ -194,8 +196,9 @@ def test_the_next_long_file_is_read_while_the_last_batch_of_the_one_before_decod
     assert len(claimed) == 3
     for before, file_id in zip(claimed, claimed[1:]):
         decoded = [i for i, e in enumerate(events) if e == ["decoded", before]]
-        first_read = events.index(["read", file_id])
-        assert len(decoded) > 1 and decoded[-2] < first_read < decoded[-1], (before, file_id, events)
+        opened = events.index(["opened", file_id])
+        assert len(decoded) > 1 and decoded[-2] < opened < decoded[-1], (before, file_id, events)
+        assert opened < events.index(["read", file_id]), (file_id, events)
     assert tables(tmp_path / "job") == small_reference
 
 
@@ -272,7 +275,7 @@ def test_one_piece_files_share_batches_and_a_kill_inside_one_loses_nothing(engli
     events = [line.split()[:2] for line in lines(trace, claims=True, reads=True)]
     second = {file_id for event, file_id in events if event == "claimed"} - {file_id for _, file_id in events[:4]}
     second_claimed = next(i for i, (event, file_id) in enumerate(events) if event == "claimed" and file_id in second)
-    assert {file_id for event, file_id in events[:second_claimed] if event == "read"} >= second, events
+    assert {file_id for event, file_id in events[:second_claimed] if event == "opened"} >= second, events
 
     trace = tmp_path / "resumed.txt"
     proc = start(resumed, inputs, cache_dir, trace, "--batch-size", "4", args=args)

@@ -3,7 +3,8 @@
 set (only this file reads them):
 
 ``PODSCRIBE_TRACE=<file>``: one line per event, ``<event> <file_id> <number> <pid>``, appended as it happens (read /
-decoded / persisted / claimed / changed / finished / written; ``checkpoint - <step>`` for a draft's training).
+opened / decoded / persisted / claimed / changed / finished / written; ``checkpoint - <step>`` for a draft's
+training).
 ``PODSCRIBE_CRASH=<file name>:<piece>``: SIGKILL when that piece starts decoding, as the OOM killer would.
 ``PODSCRIBE_CRASH_AFTER=<event>``: with ``PODSCRIBE_TRACE``, SIGKILL right after a process the run started (a
 ``--workers`` child, a Ray actor, a watched child; never the process the command ran in) tells ``<event>``: once a

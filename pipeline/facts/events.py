@@ -15,7 +15,8 @@ from pathlib import Path
 
 class Events:
     """The events of a run (``number``: a piece's index, or for ``claimed`` the deaths counted on the file):
-    ``read`` (a piece cut), ``decoded``, ``persisted`` (its batch checkpointed, or the file's row written),
+    ``read`` (a piece cut), ``opened`` (a file's reading started ahead of its claim, on the thread that decodes;
+    ``number`` 0), ``decoded``, ``persisted`` (its batch checkpointed, or the file's row written),
     ``claimed``, ``changed`` (its content changed under the claim), ``finished`` (a file's row written by its
     decode, done or failed; ``number``: its pieces), ``written`` (a file's outputs; ``number``: how many), ``checkpoint`` (a draft's
     training state saved; ``file_id`` empty)."""

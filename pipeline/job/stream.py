@@ -84,6 +84,7 @@ class Lookahead:
             if task.relabel or not isinstance(info, media.AudioInfo) or task.file_id in self.streams:
                 continue
             if self.job.persisted_batches(task.file_id) == 0:
+                self.events.happened("opened", task.file_id, 0)  # before its reading thread can tell ``read``
                 self.streams[task.file_id] = read(
                     task.file_id, task.refs[0].path, self.cut, info.duration_s, self.transcriber, {}, self.events
                 )
