@@ -239,13 +239,15 @@ def sampled(fn, passes, leaves, interval_s: float) -> tuple[object, Account, flo
 # -- the runs -------------------------------------------------------------------------------------------------
 
 
-def podscribe_run(files: list[Path], job_dir: Path):
+def podscribe_run(files: list[Path], job_dir: Path, batch_size: int | None = None):
+    from pipeline.decode import DecodeOptions
     from pipeline.facts.runtime import pick_runtime
     from pipeline.job.config import JobOptions
     from pipeline.job.run import run
     from pipeline.models.load import load_models
 
-    options = JobOptions(out_dir=job_dir, model="base", progress=False)
+    decode = DecodeOptions() if batch_size is None else DecodeOptions(batch_size=batch_size)
+    options = JobOptions(out_dir=job_dir, model="base", decode=decode, progress=False)
     start = time.perf_counter()
     models = load_models(
         options.model, options.assistant, pick_runtime(options.device, options.compute_type), options.cache_dir
@@ -334,6 +336,7 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=float, default=5.0)
     parser.add_argument("--skip-fw", action="store_true")
     parser.add_argument("--cli-startup", action="store_true", help="also time podscribe on a 1 s file, 3 times")
+    parser.add_argument("--batch-size", type=int, help="podscribe's --batch-size (default: its default)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -349,7 +352,7 @@ def main() -> None:
     lines = [f"imports (pipeline.job.run, torch, transformers): {import_s:.2f} s"]
     with tempfile.TemporaryDirectory(prefix="podscribe-profile-") as tmp_name:
         tmp = Path(tmp_name)
-        go, load_s = podscribe_run(files, tmp / "job")
+        go, load_s = podscribe_run(files, tmp / "job", args.batch_size)
         _, account, wall, children = sampled(go, PODSCRIBE_PASSES, PODSCRIBE_LEAVES, interval)
         report["podscribe"] = as_json(account, wall, children, load_s)
         lines += [f"podscribe base (defaults): model load {load_s:.2f} s (before the clock)"]
