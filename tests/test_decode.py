@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from helpers import close, int8_copy, tiny_random_models, with_assistant
 from pipeline.audio import media
@@ -475,3 +476,41 @@ def test_a_pass_of_the_stage_stops_at_openai_whispers_sample_length(base_vocabul
     (room, lengths, first), *_ = runs["uncapped"]
     assert room == 448 - len(prompt) and lengths[0] > PASS_TOKENS
     assert runs["stage"][0][2] == runs["stage, a draft"][0][2] == first[:PASS_TOKENS]
+
+
+def test_the_default_batch_follows_how_much_a_rows_cross_attention_keys_take(base_vocabulary):
+    """Without --batch-size the stage decodes 16 rows where 16 rows' keys and values fit the budget, else 8
+    (decision 0059): base (6 decoder layers, 512 wide, float32) and distil-large (2 layers, 1,280) get 16, small
+    (12, 768) and large in float16 (32, 1,280) 8. ``bytes_a_row`` is what ``CrossKV.project`` holds for a row."""
+    from pipeline.decode.kv_cache import CrossKV
+    from pipeline.decode.options import default_batch_size
+
+    def whisper(layers: int, width: int, element_bytes: int) -> int:
+        return 2 * layers * 1500 * width * element_bytes
+
+    assert [default_batch_size(whisper(*shape)) for shape in [(6, 512, 4), (2, 1280, 4), (4, 384, 4)]] == [16] * 3
+    assert [default_batch_size(whisper(*shape)) for shape in [(12, 768, 4), (32, 1280, 2), (24, 1024, 4)]] == [8] * 3
+    models = tiny_random_models(base_vocabulary, seed=5, layers=3, d_model=96)
+    encoded = torch.randn(1, 1500, 96)
+    projected = CrossKV.project(models.main, encoded)
+    held = sum(t.numel() * t.element_size() for t in projected.keys + projected.values)
+    assert CrossKV.bytes_a_row(models.main) == held == whisper(3, 96, 4)
+    assert Transcriber(models, DecodeOptions(language="en")).options.batch_size == 16
+    assert Transcriber(models, DecodeOptions(language="en", batch_size=3)).options.batch_size == 3
+
+
+@pytest.mark.identity
+def test_a_batchs_keys_projected_a_few_rows_at_a_time_are_those_of_one_product(base_vocabulary):
+    """``CrossKV.project`` projects a batch of more than ``PROJECT_ROWS`` rows a few at a time into the batch's
+    tensors: for int8 (each row quantized on its own) the same bits as the rows projected one by one, and the
+    same shapes and dtype as one product's."""
+    from pipeline.decode import kv_cache
+
+    models = int8_copy(tiny_random_models(base_vocabulary, seed=6, layers=2, d_model=64))
+    encoded = torch.randn(2 * kv_cache.PROJECT_ROWS + 3, 1500, 64)
+    batch = kv_cache.CrossKV.project(models.main, encoded)
+    alone = [kv_cache.CrossKV.project(models.main, encoded[i : i + 1]) for i in range(encoded.shape[0])]
+    for layer, (keys, values) in enumerate(zip(batch.keys, batch.values)):
+        assert keys.shape == (encoded.shape[0], 4, 1500, 16) and keys.is_contiguous() and values.is_contiguous()
+        assert torch.equal(keys, torch.cat([a.keys[layer] for a in alone]))
+        assert torch.equal(values, torch.cat([a.values[layer] for a in alone]))

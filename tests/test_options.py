@@ -57,7 +57,7 @@ def test_transcribe_shows_the_owner_dataclasses_defaults_and_run_leaves_them_to_
 
     transcribe = {p.name: p for p in main.commands["transcribe"].params}
     run = {p.name: p for p in main.commands["run"].params}
-    assert transcribe["batch_size"].default == 8 and transcribe["min_piece"].default == 15.0
+    assert transcribe["batch_size"].default is None and transcribe["min_piece"].default == 15.0  # None: by the model
     assert transcribe["min_speakers"].default == 1 and transcribe["max_attempts"].default == 3
     assert [o.key for o in OPTIONS if o.flags and o.kind != "flag" and run[o.key].default is not None] == []
 

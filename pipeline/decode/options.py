@@ -29,7 +29,7 @@ class DecodeOptions:
 
     language: str | None = None  # None: detect per piece (multilingual models)
     task: str = "transcribe"  # or "translate"
-    batch_size: int = 8
+    batch_size: int | None = None  # None: by the model (``default_batch_size``)
     silence_db: float = -50.0  # pieces quieter than this (RMS, dBFS) are silence
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
@@ -49,7 +49,7 @@ class DecodeOptions:
     def __post_init__(self):
         if self.task not in ("transcribe", "translate"):
             raise ValueError(f"task must be 'transcribe' or 'translate', not {self.task!r}")
-        if not 1 <= self.batch_size <= 64:
+        if self.batch_size is not None and not 1 <= self.batch_size <= 64:
             raise ValueError(f"batch size must be 1..64, got {self.batch_size}")
         if not 0 <= self.fallback_beams <= 16:
             raise ValueError(f"fallback beams must be 0..16, got {self.fallback_beams}")
@@ -65,3 +65,16 @@ class DecodeOptions:
                 raise ValueError(f"{name} must be text, not {type(value).__name__}")
             if value is not None:
                 object.__setattr__(self, name, value.strip() or None)
+
+
+# The decoding loop's rows when ``--batch-size`` is not given: 16 where the batch's cross-attention keys and values
+# (every row's, read at every step) take at most ``CROSS_KEYS_BUDGET_MB`` (tiny, base, distil-large's two decoder
+# layers), else 8 (small and up, whose 16 rows would hold 1.8-7.9 GB). A step's fixed cost (the weights, the
+# dispatch) is shared by more rows, and a file of 9-16 pieces is one loop instead of two (decision 0059).
+WIDE_BATCH, NARROW_BATCH = 16, 8
+CROSS_KEYS_BUDGET_MB = 640
+
+
+def default_batch_size(cross_bytes_a_row: int) -> int:
+    """The batch size for a model whose cross-attention keys and values take ``cross_bytes_a_row`` a row."""
+    return WIDE_BATCH if WIDE_BATCH * cross_bytes_a_row <= CROSS_KEYS_BUDGET_MB * 2**20 else NARROW_BATCH

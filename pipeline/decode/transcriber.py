@@ -51,7 +51,7 @@ from . import segments as cleanup
 from .forced import first_step_logits
 from .generate import Generated, Generator, encode, log_mel
 from .kv_cache import CrossKV
-from .options import DecodeOptions
+from .options import DecodeOptions, default_batch_size
 from .second_chances import Abandoned  # noqa: F401  (the job's workers catch it from here)
 from .timing import word_timings
 
@@ -77,7 +77,10 @@ class Transcriber:
 
     def __init__(self, models: Models, options: DecodeOptions | None = None, use_assistant: bool = True):
         self.models = models
-        self.options = options = options or DecodeOptions()
+        options = options or DecodeOptions()
+        if options.batch_size is None:  # by the model: how much its rows' cross-attention keys take
+            options = replace(options, batch_size=default_batch_size(CrossKV.bytes_a_row(models.main)))
+        self.options = options
         self.tokens = tokens = models.tokens
         self.multilingual = tokens.multilingual
         self.allowed_languages = {

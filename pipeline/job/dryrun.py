@@ -49,7 +49,7 @@ class RateKey:
     model: str
     compute_type: str
     device: str
-    batch_size: int
+    batch_size: int | str  # "auto": by the model (``decode.options.default_batch_size``)
     threads: str  # "auto": torch's default for the run's workers
     workers: int
     word_timestamps: bool
@@ -73,7 +73,7 @@ def rate_key(options, workers: int = 1) -> RateKey:
         model=options.model or "default",
         compute_type=options.compute_type,
         device=options.device,
-        batch_size=options.decode.batch_size,
+        batch_size=options.decode.batch_size or "auto",
         threads=str(options.threads or "auto"),
         workers=max(1, workers or 1),
         word_timestamps=bool(options.decode.word_timestamps),

@@ -35,7 +35,12 @@ with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / f"w{w}-r{r}"
             options = JobOptions(out_dir=out, model="base", decode=DecodeOptions(batch_size=w), progress=False)
             if models is None:
-                models = load_models(options.model, options.assistant, pick_runtime(options.device, options.compute_type), options.cache_dir)
+                models = load_models(
+                    options.model,
+                    options.assistant,
+                    pick_runtime(options.device, options.compute_type),
+                    options.cache_dir,
+                )
             t0 = time.perf_counter()
             run(files, options, models=models)
             wall = time.perf_counter() - t0
