@@ -1,6 +1,7 @@
 """Peak memory of a job on a short and on a long file: an hour-long episode must not need more than a 3-minute one.
 
     .venv/bin/python -m bench.bench_memory [--speech ../shared/speech] [--minutes 3,60] [--compute-type auto]
+        [--batch-size N]
 
 Builds mp3 files of the given lengths from the human-referenced English clips (looped, with pauses),
 runs `podscribe transcribe --model base` on each in its own process (the CLI a user runs, default
@@ -41,6 +42,7 @@ def main() -> None:
     parser.add_argument("--speech", type=Path, default=SPEECH)
     parser.add_argument("--minutes", default="3,60")
     parser.add_argument("--compute-type", default="auto")
+    parser.add_argument("--batch-size", type=int, help="the CLI's --batch-size (default: its default, by the model)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="podscribe-memory-"))
     results = []
@@ -50,6 +52,7 @@ def main() -> None:
             build(args.speech.resolve(), minutes, path)
             command = [sys.executable, "-m", "pipeline.cli", "transcribe", "--model", "base", "--language", "en"]
             command += ["--compute-type", args.compute_type, "--out", str(folder / f"job-{minutes:g}"), str(path)]
+            command += ["--batch-size", str(args.batch_size)] if args.batch_size else []
             start = time.perf_counter()
             wrapped = [sys.executable, "-c", WRAP, *command]
             out = subprocess.run(wrapped, check=True, cwd=REPO, capture_output=True)
