@@ -21,7 +21,7 @@ from transformers.generation.logits_process import (
     WhisperTimeStampLogitsProcessor,
 )
 
-from helpers import decode_batches, tiny_random_models, tiny_whisper
+from helpers import decode_batches, tiny_random_models, tiny_whisper, with_assistant
 from pipeline.audio import media
 from pipeline.backend.quantize import quantize
 from pipeline.decode import kv_cache
@@ -269,6 +269,63 @@ def test_rows_of_very_different_lengths_leave_the_batch(base_self_int8, base_ref
     assert [g.tokens for g in ours] == [reference[0][0], reference[1][0]]
     short, long = ours
     assert short.stats.main_calls < long.stats.main_calls / 2
+
+
+@pytest.mark.identity
+def test_a_row_judged_looping_stops_at_that_check_with_and_without_a_draft(base_vocabulary, eight_pieces, monkeypatch):
+    """``greedy``'s ``looping`` is asked of a row's first 16, 32, 48, ... tokens; the first it calls a loop ends the
+    row there, unfinished and ``looped``, and the generator gives it no later pass. A draft commits several tokens
+    a round, past a check: the row is still cut at the check, so the tokens are the same with and without one, and
+    each first pass is a prefix of the one without the rule. Random weights babble to the length limit; the
+    planted rule (a token sum divisible by 3) stands for any rule of the tokens; 60 s of features, so that a pass
+    that ran on without the rule has a later one."""
+    from pipeline.decode import generate
+    from pipeline.decode.speculative import LOOP_CHECK_TOKENS
+    from pipeline.models.load import quantized_self_draft
+
+    main = tiny_random_models(base_vocabulary, 7)
+    main.main.generation_config.max_length = 160
+    drafted = with_assistant(main, quantized_self_draft(main.main), "self-int8")
+    once = _features(main, eight_pieces[:4])
+    features = torch.cat([once, once], -1)  # 60 s of features: a pass that ran on has a later one
+
+    def looping(row: list[int]) -> bool:
+        return sum(row) % 3 == 0
+
+    def run(models, rule, use_assistant):
+        """Each row's first pass as the loop gave it (tokens, looped), and the generator's rows."""
+        passes, real = [], generate.greedy
+
+        def recorded(*args, **kwargs):
+            decoded = real(*args, **kwargs)
+            passes.append(list(zip(decoded.tokens, decoded.looped or [False] * len(decoded.tokens))))
+            return decoded
+
+        monkeypatch.setattr(generate, "greedy", recorded)
+        g = generate.Generator(models, timestamps=True, use_assistant=use_assistant, looping=rule)
+        rows = g.generate(features, [g.prompt("en", "transcribe")] * features.shape[0])
+        monkeypatch.setattr(generate, "greedy", real)
+        return passes[0], rows
+
+    (free_first, free), (first, alone), (drafted_first, with_draft) = (
+        run(main, None, False),
+        run(main, looping, False),
+        run(drafted, looping, True),
+    )
+    assert first == drafted_first
+    assert [(r.tokens, r.looped, r.stats.passes) for r in alone] == [
+        (r.tokens, r.looped, r.stats.passes) for r in with_draft
+    ]
+    assert any(looped for _, looped in first) and any(r.stats.passes > 1 for r in free)
+    for (tokens, looped), (whole, _), row, unruled in zip(first, free_first, alone, free):
+        checks = range(LOOP_CHECK_TOKENS, len(tokens) + 1, LOOP_CHECK_TOKENS)
+        assert tokens == whole[: len(tokens)]
+        assert [n for n in checks if looping(tokens[:n])] == ([len(tokens)] if looped else [])
+        assert row.looped == looped
+        if looped:
+            assert row.stats.passes == 1 and row.ran_on
+        else:
+            assert (row.tokens, row.segments) == (unruled.tokens, unruled.segments)
 
 
 def test_draft_policy_follows_agreement_and_cost():

@@ -25,7 +25,11 @@ token for token, segment for segment — whether or not an assistant drafts:
   it left open (whose text it keeps: ``unclosed_tail``), the piece is done (decision 0055). Only a pass cut at its
   token cap is followed by a later one. transformers would end there and decode the rest again as a
   window of its own (an encoder pass for the piece's last seconds, on unseen long-form one window in six); here
-  the pass goes on and writes that rest in the window it has.
+  the pass goes on and writes that rest in the window it has;
+- and a fourth, where the generator is given ``looping`` (the stage's are): a greedy pass whose text so far loops
+  (compressing more than twice as well as Whisper's loop threshold, checked every 16 tokens) stops there, and the
+  piece goes to its second chance with no later pass (decision 0060); transformers and openai-whisper decode
+  the loop to the pass's cap and then judge it.
 
 A second chance runs here too, with its own search (``search.py``: beams, seeded sampling) in place of greedy
 decoding and a cap on each pass's tokens (decision 0051).
@@ -72,6 +76,7 @@ class Generated:
     pass_lengths: list[int] = field(default_factory=list)  # how many of ``tokens`` each pass gave (rules restart)
     pass_ends: list[int] = field(default_factory=list)  # each pass's ``RuleState.end_from`` (the scoring's rules)
     ran_on: bool = False  # a pass used all its tokens without end-of-text (what a fallback attempt is judged by)
+    looped: bool = False  # a pass was stopped as looping (``Generator``'s ``looping``): no later pass, a second chance
     # the loop's log-probability of each of ``tokens`` and of the end-of-text, where the scoring pass would score
     # what the loop computed (``loop_scores``); None: the scoring pass scores the row
     scores: list[float] | None = None
@@ -222,13 +227,16 @@ class Generator:
         policy: DraftPolicy | None = None,
         pass_tokens: int | None = None,
         open_end_s: float | None = None,
+        looping: Callable[[list[int]], bool] | None = None,
     ):
         """``pass_tokens``: at most that many tokens a pass (the stage's: ``PASS_TOKENS``, openai-whisper's
         sample_len); None runs each pass to Whisper's 448 positions, as transformers' generate does.
         ``open_end_s``: a pass may not end right after opening a segment while this much of the row's voice (else
         audio) is left after its start, and a pass that ended is its piece's (the stage's: ``OPEN_END_S``; decision
-        0055); None: transformers' rule."""
+        0055); None: transformers' rule. ``looping``: a greedy pass whose text so far this calls a loop stops there
+        and is its piece's last (``speculative.greedy``; the stage's: decision 0060); None: no such stop."""
         self.models = models
+        self.looping = looping
         self.pass_tokens = pass_tokens
         self.open_end_s = open_end_s
         main = models.main
@@ -332,7 +340,9 @@ class Generator:
             ends = [self._end_from(samples, voices, b, seek[b]) for b in pending]
             try:
                 if search is None:
-                    decoded = greedy(self.main, ids, self.rules, limit, self.draft, self.policy, ends, scored=True)
+                    decoded = greedy(
+                        self.main, ids, self.rules, limit, self.draft, self.policy, ends, True, self.looping
+                    )
                 else:
                     decoded = search(self.main, ids, self.rules, limit, ends)
             finally:  # an abandoned second chance (a stop) too: its caches go now, not at the next start
@@ -358,7 +368,10 @@ class Generator:
                 g.pass_ends.append(ends[j])
                 g.stats.add(decoded.stats[j])
                 g.ran_on = g.ran_on or not decoded.finished[j]
+                g.looped = g.looped or (j < len(decoded.looped) and decoded.looped[j])
                 seek[b] += moved
+                if g.looped:  # its second chance decodes the piece again
+                    continue
                 if self.timestamps and moved > 0 and audio_left(seek[b], features.shape[-1], samples, b):
                     still.append(b)
                     g.scores = None  # a later pass reads this one's tokens as context: the scoring pass's row

@@ -68,7 +68,7 @@ class Candidate:
     """What Whisper's checks look at in one decoding of a piece. ``ran_on``: a fallback attempt with a pass that
     used all its tokens (``rung_tokens``) without ending; it counts as a loop whatever its compression ratio (a
     loop of a long sentence cut after two turns compresses no better than speech). The first pass's candidate
-    never has it: that pass is transformers' greedy to the model's 448 positions, judged by its numbers alone."""
+    has it only where the loop stopped it as looping (decision 0060); else it is judged by its numbers alone."""
 
     avg_logprob: float
     compression_ratio: float

@@ -87,7 +87,7 @@ def fallback(t: Stage, batch: Batch) -> None:
     depend on the batch), until one passes; the best by Whisper's rule is kept (``recover.better``)."""
     o = t.options
     for i, r in enumerate(batch.results):
-        best = recover.Candidate(r.avg_logprob, r.compression_ratio)
+        best = recover.Candidate(r.avg_logprob, r.compression_ratio, batch.generated[i].looped)
         if score.silent(r, o) or not recover.fails(best, o.logprob_threshold, o.compression_ratio_threshold):
             continue
         why = (

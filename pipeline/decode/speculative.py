@@ -26,6 +26,7 @@ k is 0 and a round is a plain greedy step. ``greedy`` reads as its four steps: `
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -89,6 +90,13 @@ class Decoded:
     # per row: each committed token's log-probability under the rules as chosen, the end-of-text's too (score.py);
     # empty unless asked for where the main decoder is row-exact (``greedy``'s ``scored``), and from search.py
     scores: list[list[float]] = field(default_factory=list)
+    looped: list[bool] = field(default_factory=list)  # per row: stopped by ``greedy``'s ``looping`` (else empty)
+
+
+# Where ``greedy`` asks whether a row's text loops: after its first LOOP_CHECK_TOKENS tokens and every
+# LOOP_CHECK_TOKENS after, on exactly that many tokens (a round of drafts may commit past a check: the row is
+# judged, and cut, at the check's count all the same, so the rule is the same with and without a draft).
+LOOP_CHECK_TOKENS = 16
 
 
 @torch.inference_mode()
@@ -101,6 +109,7 @@ def greedy(
     policy: DraftPolicy | None = None,
     end_from: list[int] | None = None,
     scored: bool = False,
+    looping: Callable[[list[int]], bool] | None = None,
 ) -> Decoded:
     """Decode rows whose encoder output is already loaded into ``main`` (and ``draft``) via ``start``.
 
@@ -108,6 +117,8 @@ def greedy(
     counts the prompt too (Whisper's 448). ``end_from``: each row's ``RuleState.end_from`` (decision 0055).
     ``scored``: keep each committed token's log-probability (``Decoded.scores``) where the main decoder is
     row-exact (``KVCacheDecoder.row_exact``: then they are the same bits with and without a draft; decision 0056).
+    ``looping``: asked of a row's first n tokens at every ``LOOP_CHECK_TOKENS`` (no end-of-text among them);
+    True ends the row there, unfinished, ``Decoded.looped`` (decision 0060).
     """
     device = prompts.device
     rows, prompt_len = prompts.shape
@@ -122,6 +133,7 @@ def greedy(
     out_tokens: list[list[int]] = [[] for _ in range(rows)]
     out_scores: list[list[float]] = [[] for _ in range(rows)]
     finished = [False] * rows
+    looped = [False] * rows
     stats = [DecodeStats() for _ in range(rows)]
     if prompt_len > 1:  # prefill all but the last prompt token; the first round feeds that one
         main.forward(prompts[:, :-1], torch.zeros(rows, dtype=torch.long, device=device))
@@ -148,6 +160,11 @@ def greedy(
                 s.draft_calls += n_drafts
                 s.drafted += n_drafts
                 s.accepted += min(a, g - 1)
+        if looping is not None:
+            for j, n in _looping_rows(tokens, length - gained, length, prompt_len, rules.eot, looping):
+                b = int(live[j])
+                length[j], done[j], looped[b] = prompt_len + n, True, True
+                out_scores[b] = out_scores[b][:n]
         if drafts is not None:
             policy.observe(n_drafts, accepted.tolist(), t1 - t0, time.perf_counter() - t1)
             k = policy.k = policy.next(k)
@@ -164,7 +181,23 @@ def greedy(
                 main.keep(keep)
                 if draft is not None:
                     draft.keep(keep)
-    return Decoded(out_tokens, finished, stats, out_scores)
+    return Decoded(out_tokens, finished, stats, out_scores, looped if looping is not None else [])
+
+
+def _looping_rows(tokens, before, after, prompt_len: int, eot: int, looping) -> list[tuple[int, int]]:
+    """(row, n) for each row whose first n tokens ``looping`` calls a loop, n a multiple of ``LOOP_CHECK_TOKENS``
+    that the row reached in this round (its token count went from ``before`` to ``after``, prompt included)
+    without an end-of-text among those n; the first such n of the row."""
+    out = []
+    for j, (lo, hi) in enumerate(zip((before - prompt_len).tolist(), (after - prompt_len).tolist())):
+        for n in range((lo // LOOP_CHECK_TOKENS + 1) * LOOP_CHECK_TOKENS, hi + 1, LOOP_CHECK_TOKENS):
+            row = tokens[j, prompt_len : prompt_len + n].tolist()
+            if eot in row:
+                break
+            if looping(row):
+                out.append((j, n))
+                break
+    return out
 
 
 def _verify(main: KVCacheDecoder, tokens, length, drafts, state: RuleState, rules: WhisperRules, scored: bool):

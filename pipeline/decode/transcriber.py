@@ -32,6 +32,7 @@ openai-whisper's and faster-whisper's ``find_alignment`` do.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -56,6 +57,15 @@ from .second_chances import Abandoned  # noqa: F401  (the job's workers catch it
 from .timing import word_timings
 
 log = logging.getLogger("podscribe")
+
+# A pass whose text so far compresses more than this many times Whisper's loop threshold (2 x 2.4) is stopped
+# there: it loops, and its second chance decodes the piece again (decision 0060).
+LOOP_STOP = 2.0
+
+
+def loops(tokenizer, limit: float, tokens: list[int]) -> bool:
+    """Whether a pass's text so far loops beyond doubt: its compression ratio above ``limit``."""
+    return score.compression_ratio(tokenizer, tokens) > limit
 
 
 @dataclass
@@ -95,8 +105,14 @@ class Transcriber:
         if not self.multilingual and options.task == "translate":
             raise ValueError(f"model {models.main_ref.name!r} is English-only; it cannot translate")
         use_assistant = use_assistant and models.assistant is not None
+        looping = functools.partial(loops, models.tokenizer, LOOP_STOP * options.compression_ratio_threshold)
         self.plain = Generator(
-            models, timestamps=True, use_assistant=False, pass_tokens=PASS_TOKENS, open_end_s=OPEN_END_S
+            models,
+            timestamps=True,
+            use_assistant=False,
+            pass_tokens=PASS_TOKENS,
+            open_end_s=OPEN_END_S,
+            looping=looping,
         )
         self.context = self.plain.context(options.initial_prompt, options.hotwords)  # [] without a prompt
         whole = self.plain.context(options.initial_prompt, options.hotwords, limit=False)
@@ -109,7 +125,7 @@ class Transcriber:
                 self.plain.max_positions,
             )
         self.speculative = (
-            Generator(models, timestamps=True, pass_tokens=PASS_TOKENS, open_end_s=OPEN_END_S)
+            Generator(models, timestamps=True, pass_tokens=PASS_TOKENS, open_end_s=OPEN_END_S, looping=looping)
             if use_assistant
             else None
         )
