@@ -318,7 +318,9 @@ def test_a_pass_of_the_stage_keeps_the_rest_of_its_window(base_vocabulary, speec
     ts, text = generate.Generator(main).rules.ts_begin, 400
     first = [[ts, text, ts + 60, ts + 70, text + 1, text + 2], [ts, text, ts + 60, ts + 70, text + 3]]
 
-    def planted(_main, prompts, _rules, _limit, _draft=None, _policy=None, end_from=None, scored=False) -> Decoded:
+    def planted(
+        _main, prompts, _rules, _limit, _draft=None, _policy=None, end_from=None, scored=False, _looping=None
+    ) -> Decoded:
         rows = prompts.shape[0]
         calls.append(end_from)
         tokens = first if len(calls) == 1 else [[ts, text, ts + 10]] * rows
@@ -444,9 +446,12 @@ def test_a_pass_of_the_stage_stops_at_openai_whispers_sample_length(base_vocabul
     """A random Whisper never ends a text (real mechanics): each pass of the stage's generators stops after 224
     tokens, openai-whisper's sample_len (decision 0052), with or without a draft; a generator without
     ``pass_tokens`` runs a pass on to Whisper's 448 positions, as transformers' generate does. The tokens up to
-    the cap are the same: only what a pass decodes past it moves."""
-    from pipeline.decode import generate
+    the cap are the same: only what a pass decodes past it moves. (The stage's loop stop, decision 0060, would end
+    the babble at its first looping check: off here.)"""
+    from pipeline.decode import generate, transcriber
     from pipeline.facts.whisper import PASS_TOKENS
+
+    monkeypatch.setattr(transcriber, "LOOP_STOP", float("inf"))
 
     models = tiny_random_models(base_vocabulary, 5)
     samples = (np.random.default_rng(0).standard_normal(2 * media.SAMPLE_RATE) * 0.1).astype(np.float32)

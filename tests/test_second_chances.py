@@ -301,8 +301,12 @@ def test_a_short_pieces_attempts_stop_at_their_length_and_one_that_never_ended_i
     """A random Whisper (real mechanics) on 2 s of noise fails Whisper's checks and walks the whole ladder; every
     attempt is given ``recover.rung_tokens(2.0)`` tokens, not openai-whisper's 224, and runs on to them. An attempt
     that never ended is a loop whatever its numbers: the beam's higher log-probability and low compression ratio
-    would otherwise have replaced the greedy text."""
+    would otherwise have replaced the greedy text. (The loop stop of decision 0060 would have ended the greedy
+    babble as a loop, and then the beam's higher log-probability replaces it: off here, to judge the rungs alone.)"""
+    from pipeline.decode import transcriber
     from pipeline.decode.generate import Generator
+
+    monkeypatch.setattr(transcriber, "LOOP_STOP", float("inf"))
 
     models = tiny_random_models(base_vocabulary, 7)  # a seed whose beam scores above its greedy text
     samples = (np.random.default_rng(0).standard_normal(2 * SR) * 0.1).astype(np.float32)
