@@ -1,7 +1,8 @@
 """A decoding step of base int8 at 1 and 2 OpenMP threads (random encoder states, a cache 10-70 deep), alternated
-in one process, medians of three; the logits of both are compared bit for bit.
+in one process, medians of three; the logits of both are compared bit for bit. Other rows and threads as
+arguments (2026-12-08-width/step_rows.txt: ``1,2,4,6,8,10,12,16 2``, a step by its rows at the job's threads).
 
-    .venv/bin/python bench/results/2026-12-07-tails/step_threads.py
+    .venv/bin/python bench/results/2026-12-07-tails/step_threads.py [ROWS [THREADS]]
 """
 
 import os
@@ -21,7 +22,9 @@ models = load_models("base", None, pick_runtime("cpu", "auto"), None)
 decoder = KVCacheDecoder(models.main)
 time.sleep(1)  # the packing thread done
 torch.manual_seed(0)
-states = {rows: torch.randn(rows, 1500, 512) for rows in (1, 2, 4, 8)}
+ROWS = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1,2,4,8").split(",")]
+THREADS = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "2,1").split(",")]
+states = {rows: torch.randn(rows, 1500, 512) for rows in ROWS}
 
 
 def steps(rows: int, n: int = 60) -> tuple[float, list]:
@@ -39,14 +42,14 @@ def steps(rows: int, n: int = 60) -> tuple[float, list]:
 
 times, logits = {}, {}
 for _ in range(3):
-    for threads in (2, 1):
+    for threads in THREADS:
         torch.set_num_threads(threads)
         for rows in states:
             ms, logits[threads, rows] = steps(rows)
             times.setdefault((threads, rows), []).append(ms)
 for rows in states:
-    same = all(torch.equal(a, b) for a, b in zip(logits[1, rows], logits[2, rows]))
-    print(
-        f"rows {rows}: 2 threads {sorted(times[2, rows])[1]:.2f} ms, 1 thread {sorted(times[1, rows])[1]:.2f} ms,",
-        "the same logits" if same else "LOGITS DIFFER",
-    )
+    said = [f"{t} thread{'s' * (t > 1)} {sorted(times[t, rows])[1]:.2f} ms" for t in THREADS]
+    each = sorted(times[THREADS[0], rows])[1] / rows
+    same = all(torch.equal(a, b) for t in THREADS[1:] for a, b in zip(logits[THREADS[0], rows], logits[t, rows]))
+    told = ("the same logits" if same else "LOGITS DIFFER") if len(THREADS) > 1 else ""
+    print(f"rows {rows}: {', '.join(said)} ({each:.2f} ms a row-step)", told)
