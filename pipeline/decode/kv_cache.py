@@ -71,9 +71,10 @@ class CrossKV:
     def project(cls, model: torch.nn.Module, encoded: torch.Tensor, dtype: torch.dtype | None = None) -> CrossKV:
         """The keys and values of ``model``'s decoder layers over ``encoded`` [rows, frames, width], as
         transformers' ``WhisperAttention`` projects them (then cast to ``dtype``, the model's by default).
-        On the CPU ``PROJECT_ROWS`` rows at a time into the batch's tensors: every layer's product then reads
-        a few rows' encoder states that stay in the cache (16 rows' are 49 MB of float32, read 12 times:
-        base's 16 rows took 0.81 s in one product, 0.64 s four at a time; int8's rows are exact either way)."""
+        On the CPU ``PROJECT_ROWS`` rows at a time into the batch's tensors (``project_into``): every layer's
+        product then reads a few rows' encoder states that stay in the cache (16 rows' are 49 MB of float32, read
+        12 times: base's 16 rows took 0.67 s in one product, 0.44 s four at a time; int8's rows are exact either
+        way)."""
         rows = encoded.shape[0]
         if encoded.device.type != "cpu" or rows <= PROJECT_ROWS:
             keys, values = [], []
@@ -81,21 +82,16 @@ class CrossKV:
                 keys.append((k if dtype is None else k.to(dtype)).contiguous())
                 values.append((v if dtype is None else v.to(dtype)).contiguous())
             return cls(keys, values)
-        first = cls.project(model, encoded[:PROJECT_ROWS], dtype)
+        decoder = decoder_of(model)
+        attn = decoder.layers[0].encoder_attn
+        shape = (rows, attn.num_heads, encoded.shape[1], attn.head_dim)
+        made = {"dtype": dtype or decoder.embed_tokens.weight.dtype, "device": encoded.device}
         out = cls(
-            [t.new_empty((rows, *t.shape[1:])) for t in first.keys],
-            [t.new_empty((rows, *t.shape[1:])) for t in first.values],
+            [torch.empty(shape, **made) for _ in decoder.layers], [torch.empty(shape, **made) for _ in decoder.layers]
         )
-        out.rows(slice(0, PROJECT_ROWS)).copy_from(first)
-        del first
-        for at in range(PROJECT_ROWS, rows, PROJECT_ROWS):
-            out.rows(slice(at, at + PROJECT_ROWS)).copy_from(cls.project(model, encoded[at : at + PROJECT_ROWS], dtype))
+        for at in range(0, rows, PROJECT_ROWS):
+            out.project_into(model, encoded[at : at + PROJECT_ROWS], list(range(at, min(at + PROJECT_ROWS, rows))))
         return out
-
-    def copy_from(self, other: CrossKV) -> None:
-        """These rows' keys and values (views into a batch's) set to ``other``'s."""
-        for mine, theirs in zip(self.keys + self.values, other.keys + other.values):
-            mine.copy_(theirs)
 
     @torch.inference_mode()
     def project_into(self, model: torch.nn.Module, encoded: torch.Tensor, rows: list[int]) -> None:
